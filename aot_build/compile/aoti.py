@@ -1,0 +1,107 @@
+"""The ``aoti`` compile rule: torch.export, then AOTInductor, shipped as a bare shared library.
+
+The library is taken out of AOTInductor's .pt2 package and shipped unpacked: loading it with
+``AOTIModelContainerRunnerCpu`` is a ``dlopen`` (about a millisecond, no compiler), where
+``aoti_load_package`` takes seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch._inductor
+from torch.utils import _pytree as pytree
+
+from ..targets import Target, compile_options
+
+
+class _Traced(torch.nn.Module):
+    """Calls the entry with its globals rebound to the lifted weights (see lifting.py)."""
+
+    def __init__(self, fn: Any, lifted: Any) -> None:
+        super().__init__()
+        self._fn = fn
+        self._lifted = lifted
+
+    def forward(self, args: tuple[Any, ...], weights: tuple[torch.Tensor, ...]) -> Any:
+        with self._lifted.bound(weights):
+            return self._fn(*args)
+
+
+def export(fn: Any, args: tuple[Any, ...], lifted: Any) -> torch.export.ExportedProgram:
+    """Trace ``fn(*args)`` with weights as inputs. Non-strict, so Python side effects of the
+    rebinding run as written."""
+    weights = tuple(t.detach() for t in lifted.tensors)
+    return torch.export.export(_Traced(fn, lifted), (args, weights), strict=False)
+
+
+def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    """Tensors the exported graph would bake in (neither arguments nor lifted weights)."""
+    consts = {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}
+    consts.update({k: v for k, v in ep.state_dict.items() if isinstance(v, torch.Tensor)})
+    return consts
+
+
+@dataclass
+class Built:
+    """One compiled library, stripped, named by its content."""
+
+    path: Path
+    sha256: str
+    size: int
+    isa: str
+    out_tree: str
+
+
+def compile_library(
+    ep: torch.export.ExportedProgram,
+    target: Target,
+    extra_options: dict[str, Any],
+    workdir: Path,
+    strip: bool,
+) -> Built:
+    """Compile ``ep`` for ``target`` into ``workdir``; return the library."""
+    options: dict[str, Any] = {**extra_options, **compile_options(target)}
+    if target.device == "cuda":
+        # One self-contained file: kernels inside the library, not beside it.
+        options["aot_inductor.embed_kernel_binary"] = True
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        pt2 = Path(tmp) / "entry.pt2"
+        torch._inductor.aoti_compile_and_package(
+            ep, package_path=str(pt2), inductor_configs=options
+        )
+        with zipfile.ZipFile(pt2) as zf:
+            libs = [n for n in zf.namelist() if n.endswith(".so")]
+            if len(libs) != 1:
+                raise RuntimeError(
+                    f"AOTInductor produced {len(libs)} shared libraries ({libs}); the aoti rule "
+                    "ships exactly one"
+                )
+            meta_name = libs[0].removesuffix(".so") + "_metadata.json"
+            meta = json.loads(zf.read(meta_name)) if meta_name in zf.namelist() else {}
+            staged = Path(tmp) / "lib.so"
+            staged.write_bytes(zf.read(libs[0]))
+        if strip and shutil.which("strip"):
+            subprocess.run(["strip", "--strip-unneeded", str(staged)], check=True)
+        data = staged.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        final = workdir / f"{digest[:24]}.so"
+        shutil.move(str(staged), final)
+    out_spec = ep.call_spec.out_spec
+    assert out_spec is not None
+    return Built(
+        path=final,
+        sha256=digest,
+        size=len(data),
+        isa=str(meta.get("AOTI_CPU_ISA", "") or meta.get("AOTI_COMPUTE_CAPABILITY", "")),
+        out_tree=pytree.treespec_dumps(out_spec),
+    )

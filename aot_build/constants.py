@@ -1,0 +1,28 @@
+"""Names and versions shared by the writer (build side) and the reader (run side).
+
+Both sides import this module and nothing else defines these values, so a wheel and the
+shim that reads it can never disagree on a file name or a format number.
+"""
+
+from __future__ import annotations
+
+#: Folder, inside each top-level package of a wheel, that holds the manifest and artifacts.
+ARTIFACT_DIR = "_aot_build"
+#: The manifest's file name inside :data:`ARTIFACT_DIR`.
+MANIFEST_NAME = "manifest.json"
+#: Stamp written into every manifest; a reader refuses any other.
+MANIFEST_FORMAT = "aot-build-manifest"
+#: Bumped on every incompatible change of the manifest's layout. Readers refuse newer ones.
+MANIFEST_VERSION = 1
+
+#: The ``[tool.<name>]`` table that opts a project in.
+TOOL_TABLE = "aot-build"
+
+#: Environment variables read at run time.
+ENV_STRICT = "AOT_BUILD_STRICT"
+ENV_DISABLE = "AOT_BUILD_DISABLE"
+#: Environment variable read at build time; overrides ``targets`` from pyproject.toml.
+ENV_TARGETS = "AOT_BUILD_TARGETS"
+
+#: Name of the compile rule that exports with torch.export and compiles with AOTInductor.
+RULE_AOTI = "aoti"

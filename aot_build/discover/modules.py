@@ -1,0 +1,45 @@
+"""Which modules the build imports, and the entries they define."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import traceback
+from pathlib import Path
+
+from ..decorate import AotEntry, registered_entries
+from ..errors import CompileError
+
+
+def list_modules(root: Path, packages: list[str], exclude: list[str]) -> list[str]:
+    """Dotted names of every ``.py`` module of ``packages`` found under ``root``."""
+    names: set[str] = set()
+    for package in packages:
+        pkg_dir = root / package.replace(".", "/")
+        for path in sorted(pkg_dir.glob("*.py")):
+            mod = package if path.stem == "__init__" else f"{package}.{path.stem}"
+            names.add(mod)
+    return sorted(n for n in names if not any(fnmatch.fnmatch(n, pat) for pat in exclude))
+
+
+def discover_entries(modules: list[str], packages: list[str]) -> list[AotEntry]:
+    """Import ``modules`` and return the entries defined in ``packages``, sorted by key.
+
+    An import error fails the build and names the module: an entry whose module cannot be
+    imported at build time cannot be compiled, and silently shipping without it would hide
+    the problem until users run the package.
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            tb = traceback.format_exc()
+            raise CompileError(
+                f"{tb}\naot-build: cannot import module {name!r} to look for @aot_entry "
+                f"functions: {type(exc).__name__}: {exc}\n  fix the import error, add the "
+                "missing package to [build-system].requires, or leave the module out with "
+                "[tool.aot-build] exclude = [...]"
+            ) from exc
+    tops = {p.split(".")[0] for p in packages}
+    found = [e for top in sorted(tops) for e in registered_entries(top)]
+    return sorted({e.key: e for e in found}.values(), key=lambda e: e.key)

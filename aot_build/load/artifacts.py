@@ -1,0 +1,56 @@
+"""Find a package's manifest and open its libraries, checking every file against its hash."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..constants import ARTIFACT_DIR, MANIFEST_NAME
+from ..manifest import Manifest
+
+_MANIFESTS: dict[str, Manifest | None] = {}
+_LOCK = threading.Lock()
+
+
+def artifact_dir(top_package: str) -> Path | None:
+    """``<package>/_aot_build`` of an imported top-level package, or None."""
+    mod = sys.modules.get(top_package)
+    paths = list(getattr(mod, "__path__", []) or [])
+    for p in paths:
+        d = Path(p) / ARTIFACT_DIR
+        if (d / MANIFEST_NAME).is_file():
+            return d
+    return None
+
+
+def manifest_for(top_package: str) -> Manifest | None:
+    """The package's manifest (read once), or None when the package has none (source tree,
+    editable install). Raises ManifestError when one exists but cannot be used."""
+    with _LOCK:
+        if top_package not in _MANIFESTS:
+            d = artifact_dir(top_package)
+            _MANIFESTS[top_package] = Manifest.read(d / MANIFEST_NAME) if d else None
+        return _MANIFESTS[top_package]
+
+
+def verify(path: Path, sha256: str) -> str | None:
+    """None when ``path`` exists with the expected hash, else what is wrong."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"artifact {path.name} is missing or unreadable ({exc.strerror})"
+    if hashlib.sha256(data).hexdigest() != sha256:
+        return f"artifact {path.name} is damaged (sha256 differs from the manifest)"
+    return None
+
+
+def open_library(path: Path, device: str) -> Any:
+    """dlopen an AOTInductor library. No compiler, no cache writes."""
+    import torch
+
+    if device == "cuda":
+        return torch._C._aoti.AOTIModelContainerRunnerCuda(str(path), 1)  # type: ignore[attr-defined]
+    return torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1)  # type: ignore[attr-defined]

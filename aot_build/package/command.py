@@ -1,0 +1,79 @@
+"""``build_aot``: the setuptools command that compiles entries into ``build_lib``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+from setuptools import Command
+from setuptools.errors import SetupError
+
+from ..constants import ARTIFACT_DIR
+from ..discover import list_modules
+from ..settings import Settings
+
+
+class build_aot(Command):
+    """Compile every ``@aot_entry`` of the distribution for every configured target."""
+
+    description = "compile @aot_entry functions ahead of time (aot-build)"
+    user_options: ClassVar[list[tuple[str, str | None, str]]] = []
+    settings: ClassVar[Settings] = Settings()
+
+    def initialize_options(self) -> None:
+        self.build_lib: str | None = None
+        # setuptools sets this for PEP 660 editable installs.
+        self.editable_mode = False
+        self.outputs: list[str] = []
+
+    def finalize_options(self) -> None:
+        self.set_undefined_options("build_py", ("build_lib", "build_lib"))
+
+    def get_outputs(self) -> list[str]:
+        return self.outputs
+
+    def run(self) -> None:
+        if self.editable_mode:
+            print("aot-build: editable install: entries run as plain Python (no artifacts built)")
+            return
+        build_py = self.get_finalized_command("build_py")
+        packages = list(build_py.packages or [])
+        assert self.build_lib is not None
+        build_lib = Path(self.build_lib).resolve()
+        modules = self.settings.modules or list_modules(build_lib, packages, self.settings.exclude)
+        modules += [m for m in (build_py.py_modules or []) if m not in modules]
+        tops = sorted({p.split(".")[0] for p in packages})
+        with tempfile.TemporaryDirectory(prefix="aot-build-") as tmp:
+            staging = Path(tmp) / "out"
+            staging.mkdir()
+            job = {
+                "build_lib": str(build_lib),
+                "packages": packages,
+                "modules": modules,
+                "targets": self.settings.targets,
+                "optional_targets": self.settings.optional_targets,
+                "inductor_options": self.settings.inductor_options,
+                "strip": self.settings.strip,
+                "out_dir": str(staging),
+            }
+            config = Path(tmp) / "job.json"
+            config.write_text(json.dumps(job))
+            proc = subprocess.run([sys.executable, "-m", "aot_build.compile", str(config)], cwd=tmp)
+            if proc.returncode != 0:
+                raise SetupError(
+                    "aot-build: compiling @aot_entry functions failed (see the message above); "
+                    "no wheel was written"
+                )
+            for top in tops:
+                src = staging / top / ARTIFACT_DIR
+                dest = build_lib / top / ARTIFACT_DIR
+                if dest.exists():
+                    shutil.rmtree(dest)  # stale artifacts of an earlier build
+                if src.is_dir():
+                    shutil.copytree(src, dest)
+                    self.outputs += [str(p) for p in dest.iterdir()]

@@ -1,0 +1,161 @@
+"""The ``[tool.aot-build]`` table: a dataclass with one documented field per key, its JSON
+schema, and a reader that answers unknown keys with "Did you mean …".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .constants import ENV_TARGETS, TOOL_TABLE
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def _doc(text: str) -> dict[str, str]:
+    return {"doc": text}
+
+
+@dataclass
+class Settings:
+    """Build settings of one project, read from ``[tool.aot-build]``."""
+
+    targets: list[str] = field(
+        default_factory=lambda: ["cpu"],
+        metadata=_doc(
+            "Device targets to compile every entry for: cpu-avx512, cpu-avx2, cpu-baseline, "
+            "cuda-smXY, or 'cpu' for the build host's own CPU level. Overridden by the "
+            f"{ENV_TARGETS} environment variable (comma-separated)."
+        ),
+    )
+    optional_targets: list[str] = field(
+        default_factory=list,
+        metadata=_doc(
+            "Targets the build may skip when this build machine cannot produce them (e.g. "
+            "cuda-sm90 without a GPU); the manifest records why they were skipped."
+        ),
+    )
+    modules: list[str] = field(
+        default_factory=list,
+        metadata=_doc(
+            "Modules to import to find @aot_entry functions. Empty: every module of the "
+            "distribution's packages, less 'exclude'."
+        ),
+    )
+    exclude: list[str] = field(
+        default_factory=lambda: ["*.tests", "*.tests.*", "*.test_*", "*.conftest"],
+        metadata=_doc("fnmatch patterns of module names never imported during discovery."),
+    )
+    strip: bool = field(
+        default=True,
+        metadata=_doc(
+            "Strip symbol tables from shipped libraries (strip --strip-unneeded); about 5x "
+            "smaller. Needs binutils' strip on the build machine; skipped with a note if absent."
+        ),
+    )
+    inductor_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=_doc(
+            "Extra torch._inductor config applied to every compile, e.g. "
+            "{\"max_autotune\" = true}. Target options (cpp.march, cpp.simdlen) win over these."
+        ),
+    )
+
+
+def _toml_key(name: str) -> str:
+    return name.replace("_", "-")
+
+
+_FIELDS = {_toml_key(f.name): f for f in dataclasses.fields(Settings)}
+_JSON_TYPES = {"bool": "boolean", "list[str]": "array", "dict[str, Any]": "object"}
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON schema of ``[tool.aot-build]``, generated from :class:`Settings`."""
+    props: dict[str, Any] = {}
+    for key, f in _FIELDS.items():
+        prop: dict[str, Any] = {"type": _JSON_TYPES[str(f.type)], "description": f.metadata["doc"]}
+        if prop["type"] == "array":
+            prop["items"] = {"type": "string"}
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        prop["default"] = default
+        props[key] = prop
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": f"[tool.{TOOL_TABLE}]",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": props,
+    }
+
+
+def _check_type(where: str, key: str, value: Any, f: dataclasses.Field[Any]) -> None:
+    kind = str(f.type)
+    ok = {
+        "bool": isinstance(value, bool),
+        "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "dict[str, Any]": isinstance(value, dict),
+    }[kind]
+    if not ok:
+        raise ConfigError(
+            f"{where}: [tool.{TOOL_TABLE}] {key} must be {_JSON_TYPES[kind]} ({kind}), "
+            f"got {type(value).__name__} {value!r}"
+        )
+
+
+def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") -> Settings:
+    """Validate a parsed ``[tool.aot-build]`` table and build :class:`Settings` from it."""
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        f = _FIELDS.get(key)
+        if f is None:
+            close = difflib.get_close_matches(key, list(_FIELDS), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"{where}: unknown key {key!r} in [tool.{TOOL_TABLE}].{hint} "
+                f"Valid keys: {', '.join(sorted(_FIELDS))}."
+            )
+        _check_type(where, key, value, f)
+        kwargs[f.name] = value
+    return Settings(**kwargs)
+
+
+def read_pyproject(project_dir: Path) -> dict[str, Any] | None:
+    """The parsed pyproject.toml of ``project_dir``, or None when there is none."""
+    path = project_dir / "pyproject.toml"
+    if not path.is_file():
+        return None
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def load_settings(project_dir: Path, environ: dict[str, str] | None = None) -> Settings | None:
+    """Settings of the project in ``project_dir``; None when it has no ``[tool.aot-build]``.
+
+    Precedence, highest first: ``AOT_BUILD_TARGETS`` in the environment, then the table.
+    """
+    data = read_pyproject(project_dir)
+    table = (data or {}).get("tool", {}).get(TOOL_TABLE)
+    if table is None:
+        return None
+    where = str(project_dir / "pyproject.toml")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.{TOOL_TABLE}] must be a table")
+    settings = settings_from_table(table, where)
+    env = os.environ if environ is None else environ
+    override = env.get(ENV_TARGETS, "").strip()
+    if override:
+        settings.targets = [t.strip() for t in override.split(",") if t.strip()]
+    return settings
