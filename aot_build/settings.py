@@ -66,7 +66,7 @@ class Settings:
         default_factory=dict,
         metadata=_doc(
             "Extra torch._inductor config applied to every compile, e.g. "
-            "{\"max_autotune\" = true}. Target options (cpp.march, cpp.simdlen) win over these."
+            '{"max_autotune" = true}. Target options (cpp.march, cpp.simdlen) win over these.'
         ),
     )
 

@@ -104,6 +104,15 @@ def host_cpu_targets() -> tuple[str, ...]:
     return tuple(t for t in levels if t in runs) or ("cpu-baseline",)
 
 
+def best_cpu_target(available: set[str] | list[str], host: tuple[str, ...] | None = None) -> str | None:
+    """The best of ``available`` CPU targets this host can run (``host``: its runnable
+    targets, best first; default :func:`host_cpu_targets`), or None."""
+    for name in host if host is not None else host_cpu_targets():
+        if name in available:
+            return name
+    return None
+
+
 def cuda_target_fits(target: Target, device_capability: tuple[int, int]) -> bool:
     """True when a CUDA artifact for ``target`` runs on a device of ``device_capability``.
 
@@ -111,7 +120,4 @@ def cuda_target_fits(target: Target, device_capability: tuple[int, int]) -> bool
     """
     if target.capability is None:
         return False
-    return (
-        target.capability[0] == device_capability[0]
-        and target.capability[1] <= device_capability[1]
-    )
+    return target.capability[0] == device_capability[0] and target.capability[1] <= device_capability[1]

@@ -22,6 +22,7 @@ import torch._inductor
 from torch.utils import _pytree as pytree
 
 from ..targets import Target, compile_options
+from .isa import pinned_vec_isa
 
 
 class _Traced(torch.nn.Module):
@@ -51,6 +52,11 @@ def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor
     return consts
 
 
+def _isa_label(meta: dict[str, Any]) -> str:
+    isa = str(meta.get("AOTI_CPU_ISA", "") or meta.get("AOTI_COMPUTE_CAPABILITY", ""))
+    return "scalar (no vector ISA)" if isa == "INVALID_VEC_ISA" else isa
+
+
 @dataclass
 class Built:
     """One compiled library, stripped, named by its content."""
@@ -76,9 +82,8 @@ def compile_library(
         options["aot_inductor.embed_kernel_binary"] = True
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         pt2 = Path(tmp) / "entry.pt2"
-        torch._inductor.aoti_compile_and_package(
-            ep, package_path=str(pt2), inductor_configs=options
-        )
+        with pinned_vec_isa(target):
+            torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2), inductor_configs=options)
         with zipfile.ZipFile(pt2) as zf:
             libs = [n for n in zf.namelist() if n.endswith(".so")]
             if len(libs) != 1:
@@ -102,6 +107,6 @@ def compile_library(
         path=final,
         sha256=digest,
         size=len(data),
-        isa=str(meta.get("AOTI_CPU_ISA", "") or meta.get("AOTI_COMPUTE_CAPABILITY", "")),
+        isa=_isa_label(meta),
         out_tree=pytree.treespec_dumps(out_spec),
     )

@@ -72,7 +72,8 @@ def _where(entry: AotEntry, build_lib: Path) -> str:
 
 def _fail(where: str, what: str, exc: BaseException, fix: str) -> CompileError:
     trace = "".join(traceback.format_exception(exc))
-    return CompileError(f"{trace}\n{where}: {what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}\n  {fix}")
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return CompileError(f"{trace}\n{where}: {what}: {type(exc).__name__}: {first}\n  {fix}")
 
 
 def _to(device: str, value: Any) -> Any:
@@ -120,7 +121,9 @@ class _Compiler:
             usable.append(t)
         return usable
 
-    def export(self, entry: AotEntry, where: str, args: tuple[Any, ...], device: str) -> tuple[Any, Lifted, list[dict[str, Any]]]:
+    def export(
+        self, entry: AotEntry, where: str, args: tuple[Any, ...], device: str
+    ) -> tuple[Any, Lifted, list[dict[str, Any]]]:
         fn = entry.__wrapped__
         assert isinstance(fn, types.FunctionType)
         top = fn.__module__.split(".")[0]
@@ -156,12 +159,17 @@ class _Compiler:
                     continue
             break
         embedded = [
-            {"name": k, "shape": list(t.shape), "dtype": dtype_name(t.dtype), "bytes": t.numel() * t.element_size()}
+            {
+                "name": k,
+                "shape": list(t.shape),
+                "dtype": dtype_name(t.dtype),
+                "bytes": t.numel() * t.element_size(),
+            }
             for k, t in consts.items()
         ]
         for c in embedded:
             say(
-                f"note: {entry.key} embeds tensor constant {c['name']} {tuple(c['shape'])} "
+                f"note: {entry.key} embeds tensor constant {c['name']} {c['shape']} "
                 f"{c['dtype']} ({c['bytes']} bytes): made inside the function or read from "
                 "outside the package, so it is baked into the artifact. Make it a module "
                 "global of the package to have it read live at every call."
@@ -221,7 +229,12 @@ class _Compiler:
             embedded_constants=tuple(embedded),
             artifacts=tuple(artifacts),
         )
-        manifest.entries[entry.key] = Entry(entry.__wrapped__.__module__, entry.__wrapped__.__qualname__, where.split("(")[-1].rstrip(")"), (variant,))
+        manifest.entries[entry.key] = Entry(
+            entry.__wrapped__.__module__,
+            entry.__wrapped__.__qualname__,
+            where.split("(")[-1].rstrip(")"),
+            (variant,),
+        )
 
     def run(self) -> int:
         staging = Path(self.job.out_dir)
@@ -247,9 +260,13 @@ class _Compiler:
                     for a in v.artifacts:
                         if a.file not in seen:
                             seen.add(a.file)
-                            per_target[a.target] = per_target.get(a.target, 0) + manifest.files[a.file].size
+                            size_of = manifest.files[a.file].size
+                            per_target[a.target] = per_target.get(a.target, 0) + size_of
             detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in per_target.items())
-            say(f"package {top}: {len(manifest.entries)} entries, {len(manifest.files)} files, {size / 1e6:.2f} MB ({detail})")
+            say(
+                f"package {top}: {len(manifest.entries)} entries, {len(manifest.files)} files, "
+                f"{size / 1e6:.2f} MB ({detail})"
+            )
         say(f"done in {time.perf_counter() - t0:.1f} s; artifacts add {total / 1e6:.2f} MB to the wheel")
         return 0
 

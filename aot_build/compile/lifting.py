@@ -62,9 +62,7 @@ class Lifted:
             for path, t in named:
                 if t is None:
                     continue
-                paths[path] = self._index(
-                    t, WeightBinding(module.__name__, name, path, tensor_spec(t))
-                )
+                paths[path] = self._index(t, WeightBinding(module.__name__, name, path, tensor_spec(t)))
             self._nn.append((value, paths))
             self.modules.append(ModuleState(module.__name__, name, bool(value.training)))
 
@@ -74,9 +72,7 @@ class Lifted:
         saved = [(d, n, d[n]) for d, n, _ in self._plain]
         with contextlib.ExitStack() as stack:
             for mod, paths in self._nn:
-                stack.enter_context(
-                    _reparametrize_module(mod, {p: weights[i] for p, i in paths.items()})
-                )
+                stack.enter_context(_reparametrize_module(mod, {p: weights[i] for p, i in paths.items()}))
             try:
                 for d, n, i in self._plain:
                     d[n] = weights[i]
@@ -87,7 +83,7 @@ class Lifted:
 
 
 def _in_package(obj: Any, package: str) -> bool:
-    name = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
+    name = str(getattr(obj, "__module__", None) or getattr(obj, "__name__", "") or "")
     return bool(name) and (name == package or name.startswith(package + "."))
 
 
@@ -135,7 +131,9 @@ def lift_referenced(fn: types.FunctionType, package: str, lifted: Lifted) -> Non
     visit(fn)
 
 
-def package_tensor_index(package: str) -> dict[tuple[int, tuple[int, ...], torch.dtype], tuple[types.ModuleType, str]]:
+def package_tensor_index(
+    package: str,
+) -> dict[tuple[int, tuple[int, ...], torch.dtype], tuple[types.ModuleType, str]]:
     """Every tensor held by a global of ``package``'s imported modules (directly or inside an
     ``nn.Module``), keyed by storage address, shape and dtype, with the global that holds it.
 

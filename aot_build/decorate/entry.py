@@ -92,6 +92,13 @@ class AotEntry:
             )
         return value
 
+    def loaded_target(self) -> str | None:
+        """The target whose artifact serves CPU calls in this process (e.g. ``cpu-avx2``),
+        or None when calls run as plain Python (no manifest, no fitting artifact)."""
+        call = self._call if self._call is not None else self._bind()
+        target = getattr(call, "cpu_target", None)
+        return target() if target is not None else None
+
     def __set_name__(self, owner: type, name: str) -> None:
         raise EntryError(
             f"@aot_entry on method {owner.__qualname__}.{name} ({self.source}): entries on "

@@ -24,7 +24,7 @@ from torch.utils import _pytree as pytree
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..manifest import Artifact, Manifest, TensorSpec, Variant
-from ..targets import Target, cuda_target_fits, host_cpu_targets, machine, parse_target
+from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, manifest_for, open_library, verify
 
 if TYPE_CHECKING:
@@ -85,7 +85,10 @@ def _check(t: Any, spec: TensorSpec, dtype: torch.dtype, device: str, what: str)
     if t.device.type != device:
         raise Miss("device", f"{what} is on {t.device}, no artifact for that device")
     if t.stride() != spec.stride:
-        raise Miss("inputs", f"{what} has strides {t.stride()}, compiled for {spec.stride} (pass a contiguous tensor)")
+        raise Miss(
+            "inputs",
+            f"{what} has strides {t.stride()}, compiled for {spec.stride} (pass a contiguous tensor)",
+        )
 
 
 class _VariantRunner:
@@ -98,12 +101,12 @@ class _VariantRunner:
         self.in_spec = pytree.treespec_loads(variant.in_tree)
         self.flat = all(c.is_leaf() for c in self.in_spec.children()) and self.in_spec.type is tuple
         self.n_leaves = len(variant.leaves)
-        self.leaves = [
-            (lf, _dtype(lf.tensor.dtype) if lf.tensor else None) for lf in variant.leaves
-        ]
+        self.leaves = [(lf, _dtype(lf.tensor.dtype) if lf.tensor else None) for lf in variant.leaves]
         out_spec = pytree.treespec_loads(variant.out_tree)
         self.out_spec = None if out_spec.is_leaf() else out_spec
-        self.weights: list[tuple[dict[str, Any], str, Callable[[Any], Any] | None, TensorSpec, torch.dtype, str]] = []
+        self.weights: list[
+            tuple[dict[str, Any], str, Callable[[Any], Any] | None, TensorSpec, torch.dtype, str]
+        ] = []
         for w in variant.weights:
             mod = sys.modules.get(w.module) or importlib.import_module(w.module)
             getter = operator.attrgetter(w.path) if w.path else None
@@ -116,18 +119,22 @@ class _VariantRunner:
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
         for a in variant.artifacts:
             self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
-        self.cpu_pick: Artifact | None | Miss = None
+        self.cpu_pick: Artifact | Miss | None = None
         self.runners: dict[str, Any] = {}
 
     def _pick_cpu(self) -> Artifact:
         if self.cpu_pick is None:
             have = {t.name: a for t, a in self.by_device.get("cpu", [])}
             host = host_cpu_targets()
-            best = next((have[t] for t in host if t in have), None)
-            self.cpu_pick = best or Miss(
-                "host",
-                f"no CPU artifact this CPU can run (artifacts: {', '.join(sorted(have)) or 'none'}; "
-                f"this CPU runs: {', '.join(host)})",
+            best = best_cpu_target(set(have), host)
+            self.cpu_pick = (
+                have[best]
+                if best
+                else Miss(
+                    "host",
+                    f"no CPU artifact this CPU can run (artifacts: {', '.join(sorted(have)) or 'none'}; "
+                    f"this CPU runs: {', '.join(host)})",
+                )
             )
         if isinstance(self.cpu_pick, Miss):
             raise self.cpu_pick
@@ -161,14 +168,14 @@ class _VariantRunner:
         if self.flat:
             if len(args) != self.n_leaves:
                 raise Miss("inputs", f"called with {len(args)} arguments, compiled for {self.n_leaves}")
-            flat = args
+            flat: list[Any] | tuple[Any, ...] = args
         else:
-            flat, spec = pytree.tree_flatten(args)
-            if spec != self.in_spec:
-                raise Miss("inputs", f"argument structure {spec} differs from the compiled {self.in_spec}")
+            flat, tree = pytree.tree_flatten(args)
+            if tree != self.in_spec:
+                raise Miss("inputs", f"argument structure {tree} differs from the compiled {self.in_spec}")
         tensors: list[torch.Tensor] = []
         device: torch.device | None = None
-        for i, (v, (lf, dtype)) in enumerate(zip(flat, self.leaves)):
+        for i, (v, (lf, dtype)) in enumerate(zip(flat, self.leaves, strict=True)):
             if lf.tensor is None:
                 if type(v) is not type(lf.value) or v != lf.value:
                     raise Miss("inputs", f"argument leaf {i} is {v!r}, compiled for {lf.value!r}")
@@ -182,12 +189,18 @@ class _VariantRunner:
         for d, name, training in self.modules:
             obj = d.get(name)
             if getattr(obj, "training", training) != training:
-                raise Miss("weights", f"module global {name} has training={not training}, compiled with training={training}; call .{'train' if training else 'eval'}()")
+                raise Miss(
+                    "weights",
+                    f"module global {name} has training={not training}, compiled with "
+                    f"training={training}; call .{'train' if training else 'eval'}()",
+                )
         for d, name, getter, spec, dtype, label in self.weights:
             try:
                 t = d[name] if getter is None else getter(d[name])
             except (KeyError, AttributeError) as exc:
-                raise Miss("weights", f"global {name} no longer holds the weight it was compiled with ({exc})") from exc
+                raise Miss(
+                    "weights", f"global {name} no longer holds the weight it was compiled with ({exc})"
+                ) from exc
             _check(t, spec, dtype, art.device, label)
             tensors.append(t)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
@@ -218,13 +231,25 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         return always("manifest", str(exc))
     if manifest is None:
         if fallback.strict:
-            return always("manifest", f"package {top} ships no aot_build manifest (not built as a wheel by aot-build, or an editable install)")
+            return always(
+                "manifest",
+                f"package {top} ships no aot_build manifest (not built as a wheel by aot-build, "
+                "or an editable install)",
+            )
         return fn  # source tree or editable install: plain Python, by design, no noise
     record = manifest.entries.get(entry.key)
     if record is None:
-        return always("manifest", "not in the package's manifest (the wheel was built before this entry existed); rebuild the wheel")
+        return always(
+            "manifest",
+            "not in the package's manifest (the wheel was built before this entry existed); "
+            "rebuild the wheel",
+        )
     if _release(torch.__version__) != _release(manifest.torch_version):
-        return always("torch", f"artifacts were built with torch {manifest.torch_version}, this is torch {torch.__version__}; install torch=={_release(manifest.torch_version)} or rebuild")
+        return always(
+            "torch",
+            f"artifacts were built with torch {manifest.torch_version}, this is torch "
+            f"{torch.__version__}; install torch=={_release(manifest.torch_version)} or rebuild",
+        )
     if manifest.machine != machine():
         return always("host", f"artifacts are for {manifest.machine}, this machine is {machine()}")
     folder = artifact_dir(top)
@@ -234,16 +259,37 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
     except (ManifestError, ImportError, ValueError) as exc:
         return always("manifest", f"cannot use its manifest record: {exc}")
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    return _Bound(variants, fallback)
+
+
+class _Bound:
+    """An entry bound to its manifest record: tries each variant, else falls back."""
+
+    def __init__(self, variants: list[_VariantRunner], fallback: _Fallback) -> None:
+        self.variants = variants
+        self.fallback = fallback
+
+    def cpu_target(self) -> str | None:
+        """The CPU target this host loads for the entry, None when none fits."""
+        for v in self.variants:
+            try:
+                return v._pick_cpu().target
+            except Miss:
+                continue
+        return None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
-            return fallback(Miss("inputs", "called with keyword arguments; artifacts take positional arguments"), args, kwargs)
+            return self.fallback(
+                Miss("inputs", "called with keyword arguments; artifacts take positional arguments"),
+                args,
+                kwargs,
+            )
         miss: Miss | None = None
-        for v in variants:
+        for v in self.variants:
             try:
                 return v.run(args)
             except Miss as m:
                 miss = miss or m
         assert miss is not None
-        return fallback(miss, args, kwargs)
-
-    return call
+        return self.fallback(miss, args, kwargs)

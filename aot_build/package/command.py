@@ -48,6 +48,11 @@ class build_aot(Command):
         modules = self.settings.modules or list_modules(build_lib, packages, self.settings.exclude)
         modules += [m for m in (build_py.py_modules or []) if m not in modules]
         tops = sorted({p.split(".")[0] for p in packages})
+        targets = self.settings.targets
+        wheel_cmd = self.distribution.command_obj.get("bdist_wheel")
+        override = getattr(wheel_cmd, "aot_build_targets", None)
+        if override:  # -C--build-option=--aot-build-targets=...: highest precedence
+            targets = [t.strip() for t in override.split(",") if t.strip()]
         with tempfile.TemporaryDirectory(prefix="aot-build-") as tmp:
             staging = Path(tmp) / "out"
             staging.mkdir()
@@ -55,7 +60,7 @@ class build_aot(Command):
                 "build_lib": str(build_lib),
                 "packages": packages,
                 "modules": modules,
-                "targets": self.settings.targets,
+                "targets": targets,
                 "optional_targets": self.settings.optional_targets,
                 "inductor_options": self.settings.inductor_options,
                 "strip": self.settings.strip,

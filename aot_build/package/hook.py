@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from packaging.requirements import Requirement
 
@@ -59,6 +59,30 @@ def pin_torch(requires: list[str], release: str, where: str) -> list[str]:
     return [*out, *([shim] if shim else []), f"torch=={release}"]
 
 
+TARGETS_OPTION = "aot-build-targets="
+
+
+def with_targets_option(cls: type) -> type:
+    """``cls`` accepting ``--aot-build-targets=a,b``, which is how a ``-C`` config setting
+    reaches a setuptools plugin: ``python -m build -C--build-option=--aot-build-targets=...``
+    hands it to every build command (sdist and editable ones too, which ignore it)."""
+    if any(opt[0] == TARGETS_OPTION for opt in getattr(cls, "user_options", [])):
+        return cls
+
+    class WithTargets(cls):  # type: ignore[valid-type, misc]
+        user_options: ClassVar[list[tuple[str, str | None, str]]] = [
+            *getattr(cls, "user_options", []),
+            (TARGETS_OPTION, None, "aot-build: comma-separated targets, overriding pyproject.toml"),
+        ]
+
+        def initialize_options(self) -> None:
+            super().initialize_options()
+            self.aot_build_targets: str | None = None
+
+    WithTargets.__name__ = cls.__name__
+    return WithTargets
+
+
 def finalize(dist: Any) -> None:
     """setuptools hook: configure ``dist`` for projects that opt in."""
     project_dir = Path(getattr(dist, "src_root", None) or ".").resolve()
@@ -72,9 +96,11 @@ def finalize(dist: Any) -> None:
     if not any(name == "build_aot" for name, _ in build_cls.sub_commands):
 
         class build(build_cls):  # type: ignore[valid-type, misc]
-            sub_commands = [*build_cls.sub_commands, ("build_aot", None)]
+            sub_commands: ClassVar[list[tuple[str, Any]]] = [*build_cls.sub_commands, ("build_aot", None)]
 
         dist.cmdclass["build"] = build
+    for name in ("bdist_wheel", "sdist", "editable_wheel"):
+        dist.cmdclass[name] = with_targets_option(dist.cmdclass.get(name) or dist.get_command_class(name))
     dist.has_ext_modules = lambda: True
     release = torch_release()
     # pyproject's [project] table is applied after this hook and overwrites install_requires,

@@ -1,0 +1,131 @@
+"""``python -m aot_build inspect``: what a wheel or an installed package ships, and what this
+host would load from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from .constants import ARTIFACT_DIR, MANIFEST_NAME
+from .errors import ManifestError
+from .manifest import Manifest
+from .targets import best_cpu_target, host_cpu_targets, machine
+
+
+def read_manifests(target: str) -> list[tuple[str, Manifest]]:
+    """Manifests of a wheel file, a package folder, or an installed package's name."""
+    path = Path(target)
+    if path.suffix == ".whl" and path.is_file():
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if n.endswith(f"/{ARTIFACT_DIR}/{MANIFEST_NAME}")]
+            return [(f"{path}!{n}", Manifest.from_dict(json.loads(zf.read(n)), f"{path}!{n}")) for n in names]
+    if path.is_dir():
+        found = sorted(path.glob(f"**/{ARTIFACT_DIR}/{MANIFEST_NAME}"))
+        return [(str(p), Manifest.read(p)) for p in found]
+    spec = importlib.util.find_spec(target)  # finds the folder without importing the package
+    if spec is None or not spec.submodule_search_locations:
+        raise ManifestError(
+            f"{target!r} is neither a .whl file, a folder, nor an installed package; "
+            "pass a wheel path or the import name of an installed package"
+        )
+    manifests = []
+    for loc in spec.submodule_search_locations:
+        p = Path(loc) / ARTIFACT_DIR / MANIFEST_NAME
+        if p.is_file():
+            manifests.append((str(p), Manifest.read(p)))
+    return manifests
+
+
+def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None) -> dict[str, Any]:
+    """A JSON-able summary; ``host`` is this host's runnable CPU targets, or None (unknown)."""
+    packages = []
+    for where, m in manifests:
+        entries = []
+        for key, e in sorted(m.entries.items()):
+            for i, v in enumerate(e.variants):
+                cpu = {a.target for a in v.artifacts if a.device == "cpu"}
+                same_host = m.machine == machine()
+                loads = best_cpu_target(cpu, host) if host is not None and same_host else None
+                entries.append(
+                    {
+                        "entry": key,
+                        "variant": i,
+                        "source": e.source,
+                        "inputs": [
+                            {"shape": list(lf.tensor.shape), "dtype": lf.tensor.dtype}
+                            if lf.tensor
+                            else {"value": lf.value}
+                            for lf in v.leaves
+                        ],
+                        "weights": len(v.weights),
+                        "embedded_constants": len(v.embedded_constants),
+                        "artifacts": [
+                            {
+                                "target": a.target,
+                                "device": a.device,
+                                "rule": a.rule,
+                                "file": a.file,
+                                "size": m.files[a.file].size if a.file in m.files else None,
+                                "isa": a.isa,
+                            }
+                            for a in v.artifacts
+                        ],
+                        "this_host_loads": loads,
+                    }
+                )
+        packages.append(
+            {
+                "manifest": where,
+                "package": m.package,
+                "torch": m.torch_version,
+                "python": m.python_version,
+                "machine": m.machine,
+                "aot_build": m.aot_build_version,
+                "files": len(m.files),
+                "bytes": sum(f.size for f in m.files.values()),
+                "skipped_targets": m.skipped_targets,
+                "entries": entries,
+            }
+        )
+    return {"host_cpu_targets": list(host) if host is not None else None, "packages": packages}
+
+
+def render(info: dict[str, Any]) -> str:
+    lines = [f"host CPU targets (best first): {', '.join(info['host_cpu_targets'] or ['unknown'])}"]
+    for p in info["packages"]:
+        lines.append(
+            f"\n{p['package']}  torch {p['torch']}  python {p['python']}  {p['machine']}  "
+            f"aot-build {p['aot_build']}  {p['files']} files, {p['bytes'] / 1e6:.2f} MB"
+        )
+        lines.append(f"  manifest: {p['manifest']}")
+        for s in p["skipped_targets"]:
+            lines.append(f"  skipped target {s['target']}: {s['reason']}")
+        for e in p["entries"]:
+            ins = ", ".join(
+                f"{x['dtype']}{x['shape']}" if "shape" in x else repr(x["value"]) for x in e["inputs"]
+            )
+            lines.append(f"  {e['entry']}  ({ins})  weights: {e['weights']}  [{e['source']}]")
+            for a in e["artifacts"]:
+                mark = "  <- this host loads" if a["target"] == e["this_host_loads"] else ""
+                size = f"{a['size'] / 1e6:.2f} MB" if a["size"] is not None else "missing"
+                lines.append(
+                    f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<24} {a['file']}{mark}"
+                )
+            if e["this_host_loads"] is None:
+                lines.append("    (no artifact for this host's CPU: calls run as plain Python)")
+    return "\n".join(lines)
+
+
+def inspect_command(target: str, as_json: bool) -> str:
+    manifests = read_manifests(target)
+    if not manifests:
+        raise ManifestError(f"{target}: no aot_build manifest found (not built with aot-build?)")
+    try:
+        host: tuple[str, ...] | None = host_cpu_targets()
+    except ImportError:
+        host = None
+    info = describe(manifests, host)
+    return json.dumps(info, indent=1) if as_json else render(info)
