@@ -167,12 +167,13 @@ class _Compiler:
             }
             for k, t in consts.items()
         ]
-        for c in embedded:
+        if embedded:
+            listing = ", ".join(f"{c['name']} {c['shape']} {c['dtype']}" for c in embedded)
             say(
-                f"note: {entry.key} embeds tensor constant {c['name']} {c['shape']} "
-                f"{c['dtype']} ({c['bytes']} bytes): made inside the function or read from "
-                "outside the package, so it is baked into the artifact. Make it a module "
-                "global of the package to have it read live at every call."
+                f"note: {entry.key} embeds {len(embedded)} tensor constant(s), "
+                f"{sum(c['bytes'] for c in embedded)} bytes ({listing}): made inside the function "
+                "or read from outside the package, so baked into the artifact; make a tensor a "
+                "module global of the package to have it read live at every call"
             )
         return ep, lifted, embedded
 
