@@ -158,7 +158,7 @@ class _Compiler:
                 if len(lifted.tensors) > before:
                     continue
             break
-        embedded = [
+        embedded: list[dict[str, Any]] = [
             {
                 "name": k,
                 "shape": list(t.shape),
