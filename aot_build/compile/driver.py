@@ -8,11 +8,13 @@ entry has compiled, so a failed build leaves no half-written output.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
 import traceback
 import types
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,25 @@ def _fail(where: str, what: str, exc: BaseException, fix: str) -> CompileError:
     return CompileError(f"{trace}\n{where}: {what}: {type(exc).__name__}: {first}\n  {fix}")
 
 
+def _live_storages() -> set[int]:
+    """Addresses of every tensor alive now. A constant the export finds at one of these was
+    read from outside the function, not created by it."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    found: set[int] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for o in gc.get_objects():
+            # type(), not isinstance(): isinstance consults __class__, which lazy proxies answer
+            kind = type(o)
+            if issubclass(kind, torch.Tensor) and not issubclass(kind, FakeTensor):
+                try:
+                    found.add(o.data_ptr())
+                except RuntimeError:  # functional tensors left over from tracing
+                    pass
+    return found
+
+
 def _to(device: str, value: Any) -> Any:
     return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
 
@@ -134,6 +155,7 @@ class _Compiler:
             "flow, no unsupported calls), or fix example_inputs so the function runs on them"
         )
         index = None
+        live = _live_storages()
         for _ in range(2):
             dev_args = _to(device, args)
             saved = lifted.tensors
@@ -158,6 +180,19 @@ class _Compiler:
                 if len(lifted.tensors) > before:
                     continue
             break
+        outside = [k for k, t in consts.items() if t.numel() and t.data_ptr() in live]
+        if outside:
+            listing = ", ".join(
+                f"{k} {tuple(consts[k].shape)} {dtype_name(consts[k].dtype)}" for k in outside
+            )
+            raise CompileError(
+                f"{where}: reads tensor(s) that exist outside the function but are not module "
+                f"globals of package {top!r} ({listing}): an object attribute, a closure "
+                "variable, or another package's global. AOTInductor would bake their build-time "
+                "values into the artifact, and later changes would silently be ignored.\n  "
+                f"make each such tensor a module global (or a parameter/buffer of an nn.Module "
+                f"global) of {top!r}, or pass it to the function as an argument"
+            )
         embedded: list[dict[str, Any]] = [
             {
                 "name": k,
@@ -171,9 +206,8 @@ class _Compiler:
             listing = ", ".join(f"{c['name']} {c['shape']} {c['dtype']}" for c in embedded)
             say(
                 f"note: {entry.key} embeds {len(embedded)} tensor constant(s), "
-                f"{sum(c['bytes'] for c in embedded)} bytes ({listing}): made inside the function "
-                "or read from outside the package, so baked into the artifact; make a tensor a "
-                "module global of the package to have it read live at every call"
+                f"{sum(c['bytes'] for c in embedded)} bytes ({listing}), created inside the "
+                "function (e.g. torch.tensor literals), so baked into the artifact"
             )
         return ep, lifted, embedded
 
