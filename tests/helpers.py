@@ -1,0 +1,239 @@
+"""Helpers shared by the test modules: subprocesses with readable failures, virtual
+environments, project copies, wheel inspection."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = REPO_ROOT / "tests"
+SAMPLE_PROJECTS = TESTS_DIR / "packages"
+EXAMPLE_PROJECT = REPO_ROOT / "example_pkg"
+
+#: The torch release the project is developed and tested against; always pinned exactly.
+TORCH_PIN = "torch==2.13.0"
+
+#: Build outputs never copied along with a project.
+_BUILD_LITTER = ("build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "_aot_build")
+
+
+class CommandFailed(AssertionError):
+    """A subprocess exited with an unexpected status; the message holds its output."""
+
+
+def describe(proc: subprocess.CompletedProcess[str], seconds: float | None = None) -> str:
+    """A readable account of a finished command, its exit status and its whole output."""
+    cmd = proc.args if isinstance(proc.args, str) else shlex.join(str(a) for a in proc.args)
+    took = f" after {seconds:.1f} s" if seconds is not None else ""
+    return (
+        f"$ {cmd}\n-> exit status {proc.returncode}{took}\n"
+        f"----- stdout -----\n{proc.stdout}\n----- stderr -----\n{proc.stderr}\n------------------"
+    )
+
+
+def run(
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` and capture its output.
+
+    With ``check`` (the default) a non-zero exit raises :class:`CommandFailed` whose message
+    shows the command, its exit status, stdout and stderr.
+    """
+    args = [str(c) for c in cmd]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            args,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        raise CommandFailed(
+            f"$ {shlex.join(args)}\n-> timed out after {timeout} s\n"
+            f"----- stdout -----\n{out}\n----- stderr -----\n{err}"
+        ) from exc
+    if check and proc.returncode != 0:
+        raise CommandFailed(describe(proc, time.perf_counter() - t0))
+    return proc
+
+
+def existing_find_links() -> str:
+    """pip's current find-links (environment first, then pip's configuration)."""
+    value = os.environ.get("PIP_FIND_LINKS", "").strip()
+    if value:
+        return value
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        value = proc.stdout.strip() if proc.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        value = ""
+    return value or "/opt/wheels"
+
+
+def build_env(extra_find_links: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment for pip and ``python -m build``: this process's environment with
+    ``extra_find_links`` appended to (never replacing) pip's find-links, so isolated build
+    environments keep finding the local torch wheel."""
+    env = dict(os.environ)
+    if extra_find_links is not None:
+        env["PIP_FIND_LINKS"] = f"{existing_find_links()} {extra_find_links}"
+    env.update(extra)
+    return env
+
+
+def copy_project(src: Path, dest: Path) -> Path:
+    """Copy a project's sources to ``dest``, leaving build outputs behind."""
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*_BUILD_LITTER))
+    return dest
+
+
+@dataclass(frozen=True)
+class BuiltDists:
+    """What ``python -m build`` made of a project, and its output."""
+
+    sdist: Path
+    wheel: Path
+    log: str
+
+
+@dataclass(frozen=True)
+class Venv:
+    """A virtual environment created by :func:`make_venv`."""
+
+    root: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.bin / "python"
+
+    def site_packages(self) -> Path:
+        found = sorted((self.root / "lib").glob("python3*/site-packages"))
+        assert len(found) == 1, f"expected one site-packages in {self.root}, found {found}"
+        return found[0]
+
+    def pip_install(
+        self, *args: str | os.PathLike[str], env: Mapping[str, str] | None = None, cwd: Path
+    ) -> subprocess.CompletedProcess[str]:
+        return run([self.python, "-m", "pip", "install", *args], cwd=cwd, env=env)
+
+
+def make_venv(root: Path) -> Venv:
+    """A fresh virtual environment (with pip) at ``root``, based on this interpreter."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    run([base, "-m", "venv", root], cwd=root.parent)
+    venv = Venv(root)
+    assert venv.python.exists(), f"no interpreter at {venv.python}"
+    return venv
+
+
+def isolated_env(venv: Venv, **extra: str) -> dict[str, str]:
+    """A minimal environment for running installed code: PATH holds only the venv's bin
+    folder (so no C/C++ compiler is reachable), no PYTHONPATH, HOME kept for pip/torch."""
+    env = {
+        "PATH": str(venv.bin),
+        "HOME": os.environ.get("HOME", str(venv.root)),
+        "LANG": "C.UTF-8",
+    }
+    env.update(extra)
+    return env
+
+
+def wheel_names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.namelist()
+
+
+def wheel_metadata(wheel: Path) -> tuple[str, list[str]]:
+    """The wheel's METADATA text and its ``Requires-Dist`` values."""
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        text = zf.read(name).decode()
+    return text, Parser().parsestr(text).get_all("Requires-Dist") or []
+
+
+def wheel_tags(wheel: Path) -> list[str]:
+    """``Tag:`` lines of the wheel's WHEEL file."""
+    with zipfile.ZipFile(wheel) as zf:
+        (name,) = [n for n in zf.namelist() if n.endswith(".dist-info/WHEEL")]
+        text = zf.read(name).decode()
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")]
+
+
+def file_listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file below ``root`` with its size and modification time (ns)."""
+    out: dict[str, tuple[int, int]] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def run_traced(fn: Callable[..., Any], code: CodeType, *args: Any, **kwargs: Any) -> tuple[Any, bool]:
+    """Call ``fn(*args, **kwargs)`` and report whether Python code ``code`` ran meanwhile.
+
+    For an entry, pass ``entry.__wrapped__.__code__``: False means the compiled artifact
+    answered the call, True that the Python function ran (fallback or plain Python).
+    """
+    hits: list[bool] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            hits.append(True)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        out = fn(*args, **kwargs)
+    finally:
+        sys.setprofile(previous)
+    return out, bool(hits)
+
+
+def build_sample(
+    project: str, dest: Path, inductor_cache: Path, *options: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """``python -m build --wheel --no-isolation [options]`` of tests/packages/<project>, in a
+    copy, with this interpreter (the dev environment has setuptools, torch and aot-build).
+    Returns the finished process (whatever its exit status), the project copy and the output
+    folder."""
+    src = copy_project(SAMPLE_PROJECTS / project, dest / project)
+    out = dest / f"{project}-dist"
+    proc = run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", out, *options, "."],
+        cwd=src,
+        env=build_env(TORCHINDUCTOR_CACHE_DIR=str(inductor_cache), **env),
+        check=False,
+    )
+    return proc, src, out

@@ -1,0 +1,1 @@
+"""Sample project whose entry cannot be exported: data-dependent Python control flow."""

@@ -1,0 +1,1 @@
+"""Sample project with a module that cannot be imported at build time."""

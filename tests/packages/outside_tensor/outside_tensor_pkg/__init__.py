@@ -1,0 +1,1 @@
+"""Sample project whose entry reads a tensor the build cannot lift: an object attribute."""

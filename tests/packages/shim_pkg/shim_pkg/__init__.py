@@ -1,0 +1,1 @@
+"""Package compiled in-process by tests/test_shim.py with aot_build.compile (no wheel)."""

@@ -1,0 +1,1 @@
+"""Sample project whose [tool.aot-build] table misspells a key (target for targets)."""

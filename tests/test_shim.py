@@ -1,0 +1,606 @@
+"""The run-side shim, against a package compiled once in this module (no wheel involved).
+
+``tests/packages/shim_pkg`` is compiled by ``python -m aot_build.compile`` (the build's child
+process) into a temporary folder that then looks like an installed package. Every test
+imports a fresh copy, so bindings, warnings and module globals never leak between tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+from helpers import SAMPLE_PROJECTS, run, run_traced
+
+from aot_build.compile.driver import Job
+from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
+from aot_build.discover import list_modules
+from aot_build.errors import FallbackError, FallbackWarning, ManifestError
+from aot_build.inspect import inspect_command
+from aot_build.load import artifacts, shim
+from aot_build.manifest import Manifest
+from aot_build.targets import host_cpu_targets, machine
+
+PKG = "shim_pkg"
+KEY = "shim_pkg.ops:affine"
+#: Cross-built on this one machine; the vector ISA of each is pinned, whatever the host has.
+CPU_TARGETS = ("cpu-avx512", "cpu-avx2", "cpu-baseline")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    root: Path  # holds shim_pkg/ with its _aot_build/ folder, as site-packages would
+    log: str
+
+    @property
+    def artifact_dir(self) -> Path:
+        return self.root / PKG / ARTIFACT_DIR
+
+    def manifest(self) -> Manifest:
+        return Manifest.read(self.artifact_dir / MANIFEST_NAME)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> Compiled:
+    tmp = tmp_path_factory.mktemp("shim-compile")
+    build_lib = tmp / "build_lib"
+    shutil.copytree(SAMPLE_PROJECTS / "shim_pkg", build_lib, ignore=shutil.ignore_patterns("__pycache__"))
+    staging = tmp / "staging"
+    staging.mkdir()
+    job = Job(
+        build_lib=str(build_lib),
+        packages=[PKG],
+        modules=list_modules(build_lib, [PKG], []),
+        targets=list(CPU_TARGETS),
+        out_dir=str(staging),
+    )
+    config = tmp / "job.json"
+    config.write_text(json.dumps(vars(job)), encoding="utf-8")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache)}
+    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=300)
+    # the driver writes only into its staging folder
+    assert not (build_lib / PKG / ARTIFACT_DIR).exists()
+    shutil.copytree(staging / PKG / ARTIFACT_DIR, build_lib / PKG / ARTIFACT_DIR)
+    return Compiled(build_lib, proc.stdout + proc.stderr)
+
+
+def _forget_package() -> None:
+    for name in [n for n in sys.modules if n == PKG or n.startswith(PKG + ".")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def load(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], ModuleType]]:
+    """Import ``shim_pkg.ops`` afresh from a given root (new entries, no cached manifest)."""
+
+    def _load(root: Path) -> ModuleType:
+        _forget_package()
+        monkeypatch.syspath_prepend(str(root))
+        monkeypatch.setattr(artifacts, "_MANIFESTS", {})
+        module = importlib.import_module(f"{PKG}.ops")
+        assert Path(module.__file__ or "").is_relative_to(root)
+        return module
+
+    yield _load
+    _forget_package()
+
+
+@pytest.fixture
+def ops(compiled: Compiled, load: Callable[[Path], ModuleType]) -> ModuleType:
+    return load(compiled.root)
+
+
+@pytest.fixture
+def patched_copy(compiled: Compiled, tmp_path: Path) -> Path:
+    """A copy of the compiled package that a test may damage."""
+    root = tmp_path / "copy"
+    shutil.copytree(compiled.root, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+X = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+
+
+def call(ops: ModuleType, *args: Any, **kwargs: Any) -> tuple[Any, bool, list[warnings.WarningMessage]]:
+    """Call the entry: (result, whether Python ran, warnings raised, none filtered out)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, ran = run_traced(ops.affine, ops.affine.__wrapped__.__code__, *args, **kwargs)
+    return out, ran, list(caught)
+
+
+def eager(ops: ModuleType, *args: Any, **kwargs: Any) -> Any:
+    return ops.affine.__wrapped__(*args, **kwargs)
+
+
+def assert_same(actual: Any, expected: Any) -> None:
+    assert isinstance(actual, tuple) and isinstance(actual[1], dict)
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+def fallback_messages(caught: list[warnings.WarningMessage]) -> list[str]:
+    assert all(issubclass(w.category, FallbackWarning) for w in caught), [str(w.message) for w in caught]
+    return [str(w.message) for w in caught]
+
+
+# ---------------------------------------------------------------- what the build wrote
+
+
+def test_manifest_describes_the_entry(compiled: Compiled) -> None:
+    m = compiled.manifest()
+    assert m.package == PKG
+    assert m.torch_version == torch.__version__
+    assert m.machine == machine()
+    assert list(m.entries) == [KEY]
+    entry = m.entries[KEY]
+    path, line = entry.source.rsplit(":", 1)
+    assert path == "shim_pkg/ops.py"
+    source_lines = (compiled.root / path).read_text().splitlines()
+    assert "affine" in source_lines[int(line)] or "affine" in source_lines[int(line) - 1]
+    (variant,) = entry.variants
+    x_leaf, k_leaf = variant.leaves
+    assert x_leaf.tensor is not None and x_leaf.tensor.shape == (4, 8) and x_leaf.tensor.dtype == "float32"
+    assert x_leaf.tensor.stride == (8, 1)
+    assert k_leaf.tensor is None and k_leaf.value == 3
+    weights = {(w.module, w.name, w.path) for w in variant.weights}
+    assert weights == {
+        ("shim_pkg.ops", "SCALE", ""),
+        ("shim_pkg.ops", "LINEAR", "weight"),
+        ("shim_pkg.ops", "LINEAR", "bias"),
+    }
+    assert [(s.name, s.training) for s in variant.modules] == [("LINEAR", False)]
+    assert variant.embedded_constants == ()  # every tensor it reads is lifted
+    assert [a.target for a in variant.artifacts] == list(CPU_TARGETS)
+    assert all(a.device == "cpu" and a.rule == "aoti" for a in variant.artifacts)
+    isa = {a.target: a.isa for a in variant.artifacts}
+    assert isa["cpu-avx512"].startswith("AVX512") and isa["cpu-avx2"] == "AVX2"
+    assert "scalar" in isa["cpu-baseline"]
+    assert len({a.file for a in variant.artifacts}) == 3  # different code, different files
+
+
+def _disassemble(path: Path) -> str:
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("needs binutils' objdump")
+    return run([objdump, "-d", "--no-show-raw-insn", path], cwd=path.parent).stdout
+
+
+_VEX_INSN = re.compile(r"^\s*[0-9a-f]+:\s+v[a-z0-9]+\s", re.MULTILINE)
+
+
+@pytest.mark.skipif(machine() != "x86_64", reason="x86-64 vector ISAs")
+def test_libraries_hold_only_their_targets_isa(compiled: Compiled) -> None:
+    """cpu-avx2 has no AVX-512 register, cpu-baseline no VEX instruction at all, whatever
+    the build host supports (the README's promise)."""
+    (variant,) = compiled.manifest().entries[KEY].variants
+    code = {a.target: _disassemble(compiled.artifact_dir / a.file) for a in variant.artifacts}
+    assert "%ymm" in code["cpu-avx2"]  # it is vectorised
+    assert "%zmm" not in code["cpu-avx2"]
+    assert not re.search(r"%k[0-7]\b", code["cpu-avx2"])
+    assert not _VEX_INSN.search(code["cpu-baseline"]), _VEX_INSN.findall(code["cpu-baseline"])[:5]
+    assert "%ymm" not in code["cpu-baseline"] and "%zmm" not in code["cpu-baseline"]
+
+
+def test_artifact_files_match_their_records(compiled: Compiled) -> None:
+    m = compiled.manifest()
+    on_disk = sorted(p.name for p in compiled.artifact_dir.iterdir())
+    assert on_disk == sorted([*m.files, MANIFEST_NAME])
+    for name, record in m.files.items():
+        data = (compiled.artifact_dir / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == record.sha256
+        assert len(data) == record.size
+        assert name == f"{record.sha256[:24]}.so"
+        assert data[:4] == b"\x7fELF"
+    assert f"{KEY} [{host_cpu_targets()[0]}] compiled in" in compiled.log
+
+
+# ---------------------------------------------------------------- calls the artifact covers
+
+
+def test_covered_call_runs_the_artifact(ops: ModuleType) -> None:
+    out, ran, caught = call(ops, X, 3)
+    assert caught == []
+    assert not ran, "the Python function ran: the artifact was not used"
+    assert_same(out, eager(ops, X, 3))
+    assert set(out[1]) == {"total"}
+
+
+def test_results_follow_reassigned_tensor_global(ops: ModuleType) -> None:
+    before, _, _ = call(ops, X, 3)
+    ops.SCALE = torch.tensor(-3.5)
+    out, ran, caught = call(ops, X, 3)
+    assert caught == [] and not ran
+    assert_same(out, eager(ops, X, 3))
+    assert not torch.allclose(out[0], before[0])
+
+
+def test_results_follow_load_state_dict(ops: ModuleType) -> None:
+    before, _, _ = call(ops, X, 3)
+    g = torch.Generator().manual_seed(7)
+    ops.LINEAR.load_state_dict(
+        {k: torch.randn(v.shape, generator=g) for k, v in ops.LINEAR.state_dict().items()}
+    )
+    out, ran, caught = call(ops, X, 3)
+    assert caught == [] and not ran
+    assert_same(out, eager(ops, X, 3))
+    assert not torch.allclose(out[0], before[0])
+
+
+def test_results_follow_in_place_updates(ops: ModuleType) -> None:
+    before, _, _ = call(ops, X, 3)
+    ops.LINEAR.bias.mul_(-4).add_(1)
+    ops.SCALE.add_(0.25)
+    out, ran, caught = call(ops, X, 3)
+    assert caught == [] and not ran
+    assert_same(out, eager(ops, X, 3))
+    assert not torch.allclose(out[0], before[0])
+
+
+def test_results_follow_replaced_parameter(ops: ModuleType) -> None:
+    ops.LINEAR.weight = torch.nn.Parameter(torch.eye(8), requires_grad=False)
+    out, ran, caught = call(ops, X, 3)
+    assert caught == [] and not ran
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_requires_grad_weights_are_fine_without_grad_mode(ops: ModuleType) -> None:
+    ops.LINEAR.requires_grad_(True)
+    with torch.no_grad():
+        out, ran, caught = call(ops, X, 3)
+    assert caught == [] and not ran
+    with torch.no_grad():
+        assert_same(out, eager(ops, X, 3))
+
+
+# ---------------------------------------------------------------- calls it does not cover
+
+
+@pytest.mark.parametrize(
+    ("make_args", "expected"),
+    [
+        (lambda: (torch.randn(2, 8), 3), "argument leaf 0 is (2, 8) float32, compiled for (4, 8) float32"),
+        (lambda: (X, 2), "argument leaf 1 is 2, compiled for 3"),
+        (lambda: (X, 3.0), "argument leaf 1 is 3.0, compiled for 3"),
+        (lambda: (torch.randn(8, 4).t(), 3), "strides (1, 4), compiled for (8, 1)"),
+        (lambda: (X.clone().requires_grad_(True), 3), "require grad"),
+    ],
+    ids=["shape", "plain-value", "plain-type", "strides", "autograd"],
+)
+def test_uncovered_call_falls_back_with_one_warning(
+    ops: ModuleType, make_args: Callable[[], tuple[Any, ...]], expected: str
+) -> None:
+    args = make_args()
+    out, ran, caught = call(ops, *args)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert msg.startswith(f"aot_build: {KEY} runs as plain Python: ")
+    assert expected in msg
+    assert_same(out, eager(ops, *args))
+    # the same call again: no second warning
+    out2, ran2, caught2 = call(ops, *args)
+    assert ran2 and caught2 == []
+    assert_same(out2, eager(ops, *args))
+
+
+def test_fallback_errors_are_the_python_functions(ops: ModuleType) -> None:
+    """A call the artifact does not cover and Python cannot run either: the warning says why
+    the artifact was skipped, then the function's own error reaches the caller."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="same dtype"):
+            ops.affine(X.double(), 3)
+    (msg,) = fallback_messages(caught)
+    assert "argument leaf 0 is (4, 8) float64, compiled for (4, 8) float32" in msg
+
+
+def test_keyword_arguments_fall_back(ops: ModuleType) -> None:
+    out, ran, caught = call(ops, X, k=3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert "keyword arguments" in msg
+    assert_same(out, eager(ops, X, k=3))
+
+
+def test_one_warning_per_reason(ops: ModuleType) -> None:
+    _, _, first = call(ops, torch.randn(2, 8), 3)
+    _, _, same_reason = call(ops, X, 5)  # another input mismatch: same reason, no warning
+    _, _, other_reason = call(ops, X.clone().requires_grad_(True), 3)
+    assert len(fallback_messages(first)) == 1
+    assert same_reason == []
+    assert len(fallback_messages(other_reason)) == 1
+    # and a covered call still runs compiled afterwards
+    out, ran, caught = call(ops, X, 3)
+    assert not ran and caught == []
+    assert_same(out, eager(ops, X, 3))
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda m: setattr(m, "SCALE", torch.ones(8)),
+            "weight shim_pkg.ops.SCALE is (8,) float32, compiled for () float32",
+        ),
+        (lambda m: setattr(m, "SCALE", torch.tensor(2.0, dtype=torch.float64)), "weight shim_pkg.ops.SCALE"),
+        (lambda m: setattr(m, "LINEAR", torch.nn.Identity().eval()), "LINEAR no longer holds the weight"),
+        (lambda m: m.LINEAR.train(), "training=True, compiled with training=False"),
+        (lambda m: m.LINEAR.requires_grad_(True), "require grad"),
+    ],
+    ids=["weight-shape", "weight-dtype", "module-replaced", "training-mode", "weights-require-grad"],
+)
+def test_changed_weights_fall_back(
+    ops: ModuleType, change: Callable[[ModuleType], Any], expected: str
+) -> None:
+    change(ops)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert expected in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_loaded_target_is_the_hosts_best(ops: ModuleType) -> None:
+    assert ops.affine.loaded_target() == host_cpu_targets()[0]
+
+
+def test_host_without_any_fitting_artifact(
+    patched_copy: Path, load: Callable[[Path], ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def keep_avx512(raw: dict[str, Any]) -> None:
+        for v in raw["entries"][KEY]["variants"]:
+            v["artifacts"] = [a for a in v["artifacts"] if a["target"] == "cpu-avx512"]
+
+    _edit_manifest(patched_copy, keep_avx512)
+    monkeypatch.setattr(shim, "host_cpu_targets", lambda: ("cpu-avx2", "cpu-baseline"))
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert (
+        "no CPU artifact this CPU can run (artifacts: cpu-avx512; this CPU runs: cpu-avx2, cpu-baseline)"
+        in msg
+    )
+    assert_same(out, eager(ops, X, 3))
+    assert ops.affine.loaded_target() is None
+
+
+_PROBE = """
+import json, sys, warnings
+import torch
+sys.path.insert(0, sys.argv[1])
+warnings.simplefilter("error")
+from shim_pkg import ops
+x = torch.randn(4, 8)
+out = ops.affine(x, 3)
+torch.testing.assert_close(out, ops.affine.__wrapped__(x, 3), rtol=1e-4, atol=1e-5)
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(),
+                  "loaded": ops.affine.loaded_target()}))
+"""
+
+
+@pytest.mark.skipif(machine() != "x86_64", reason="x86-64 CPU levels")
+@pytest.mark.parametrize(
+    ("capability", "expected"),
+    [("avx2", "cpu-avx2"), ("default", "cpu-baseline")],
+)
+def test_aten_cpu_capability_selects_the_artifact(
+    compiled: Compiled, tmp_path: Path, capability: str, expected: str
+) -> None:
+    """Forcing torch down to a lower CPU level (ATEN_CPU_CAPABILITY) forces aot_build down
+    too, and that artifact computes the eager result with no warning."""
+    if expected not in host_cpu_targets():
+        pytest.skip(f"this CPU cannot run {expected}")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    proc = run([sys.executable, "-c", _PROBE, compiled.root], cwd=tmp_path, env=env)
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["capability"] == capability.upper()
+    assert facts["loaded"] == expected
+
+
+# ---------------------------------------------------------------- environment switches
+
+
+def test_strict_mode_raises_instead(ops: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AOT_BUILD_STRICT", "1")
+    out, ran, caught = call(ops, X, 3)  # covered: fine
+    assert not ran and caught == []
+    assert_same(out, eager(ops, X, 3))
+    with pytest.raises(
+        FallbackError, match=r"shim_pkg.ops:affine runs as plain Python: .*AOT_BUILD_STRICT=1"
+    ):
+        ops.affine(torch.randn(2, 8), 3)
+    with pytest.raises(FallbackError):  # every time, not once
+        ops.affine(torch.randn(2, 8), 3)
+
+
+@pytest.mark.parametrize("value", ["0", "false", "no", ""])
+def test_strict_off_values(ops: ModuleType, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("AOT_BUILD_STRICT", value)
+    _, ran, caught = call(ops, torch.randn(2, 8), 3)
+    assert ran and len(fallback_messages(caught)) == 1
+
+
+@pytest.mark.parametrize("value", ["1", "true", "yes"])
+def test_disable_runs_plain_python(ops: ModuleType, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("AOT_BUILD_DISABLE", value)
+    out, ran, caught = call(ops, X, 3)
+    assert ran and caught == []
+    assert_same(out, eager(ops, X, 3))
+    _, ran, caught = call(ops, torch.randn(2, 8), 3)  # uncovered: still silent
+    assert ran and caught == []
+    assert ops.affine.loaded_target() is None
+
+
+# ---------------------------------------------------------------- damaged installations
+
+
+def _loaded_artifact(root: Path) -> Path:
+    """The library this host loads for the entry (its best CPU target)."""
+    (variant,) = Manifest.read(root / PKG / ARTIFACT_DIR / MANIFEST_NAME).entries[KEY].variants
+    best = next(t for t in host_cpu_targets() if t in {a.target for a in variant.artifacts})
+    (art,) = [a for a in variant.artifacts if a.target == best]
+    return root / PKG / ARTIFACT_DIR / art.file
+
+
+def _edit_manifest(root: Path, edit: Callable[[dict[str, Any]], Any]) -> None:
+    path = root / PKG / ARTIFACT_DIR / MANIFEST_NAME
+    raw = json.loads(path.read_text())
+    edit(raw)
+    path.write_text(json.dumps(raw))
+
+
+def test_damaged_artifact_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    so = _loaded_artifact(patched_copy)
+    data = bytearray(so.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    so.write_bytes(bytes(data))
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert f"artifact {so.name} is damaged (sha256 differs from the manifest)" in msg
+    assert "reinstall" in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_truncated_artifact_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    so = _loaded_artifact(patched_copy)
+    so.write_bytes(so.read_bytes()[:1000])
+    ops = load(patched_copy)
+    _, ran, caught = call(ops, X, 3)
+    assert ran and "sha256" in fallback_messages(caught)[0]
+
+
+def test_missing_artifact_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    so = _loaded_artifact(patched_copy)
+    so.unlink()
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert f"artifact {so.name} is missing or unreadable" in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda r: r.update(torch_version="2.12.0"), "built with torch 2.12.0, this is torch 2.13.0"),
+        (lambda r: r.update(machine="riscv64"), "artifacts are for riscv64"),
+        (lambda r: r.update(format_version=99), "format_version 99"),
+        (lambda r: r.update(format="other"), "not an aot_build manifest"),
+        (lambda r: r["entries"].pop(KEY), "not in the package's manifest"),
+        (lambda r: r.pop("files"), "damaged manifest"),
+        (lambda r: r["files"].clear(), "not listed in the manifest"),
+    ],
+    ids=[
+        "torch-version",
+        "machine",
+        "newer-format",
+        "other-format",
+        "entry-missing",
+        "files-missing",
+        "file-unlisted",
+    ],
+)
+def test_unusable_manifest_falls_back(
+    patched_copy: Path,
+    load: Callable[[Path], ModuleType],
+    edit: Callable[[dict[str, Any]], Any],
+    expected: str,
+) -> None:
+    _edit_manifest(patched_copy, edit)
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert msg.startswith(f"aot_build: {KEY} runs as plain Python: ")
+    assert expected in msg
+    assert_same(out, eager(ops, X, 3))
+    _, _, again = call(ops, X, 3)
+    assert again == []
+
+
+def test_unreadable_manifest_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    (patched_copy / PKG / ARTIFACT_DIR / MANIFEST_NAME).write_text("{ not json")
+    ops = load(patched_copy)
+    _, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert "cannot read manifest" in msg
+
+
+def test_no_manifest_is_plain_python(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    shutil.rmtree(patched_copy / PKG / ARTIFACT_DIR)
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran and caught == []
+    assert_same(out, eager(ops, X, 3))
+    assert ops.affine.loaded_target() is None
+
+
+# ---------------------------------------------------------------- python -m aot_build inspect
+
+
+def test_inspect_a_package_folder(compiled: Compiled) -> None:
+    info = json.loads(inspect_command(str(compiled.root), as_json=True))
+    assert info["host_cpu_targets"] == list(host_cpu_targets())
+    (pkg,) = info["packages"]
+    assert pkg["package"] == PKG and pkg["files"] == 3
+    (entry,) = pkg["entries"]
+    assert entry["entry"] == KEY
+    assert entry["inputs"] == [{"shape": [4, 8], "dtype": "float32"}, {"value": 3}]
+    assert entry["weights"] == 3
+    assert [a["target"] for a in entry["artifacts"]] == list(CPU_TARGETS)
+    assert entry["this_host_loads"] == host_cpu_targets()[0]
+    text = inspect_command(str(compiled.root), as_json=False)
+    assert KEY in text and "<- this host loads" in text
+
+
+def test_inspect_without_manifest(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="no aot_build manifest found"):
+        inspect_command(str(tmp_path), as_json=False)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG manifest.Manifest.from_dict / load.shim.bind: a manifest whose 'entries' is not an "
+    "object raises AttributeError, which bind() does not catch, so the user's call crashes "
+    "instead of falling back with a FallbackWarning",
+)
+def test_manifest_with_wrong_container_falls_back(
+    patched_copy: Path, load: Callable[[Path], ModuleType]
+) -> None:
+    _edit_manifest(patched_copy, lambda r: r.update(entries=[]))
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran and len(fallback_messages(caught)) == 1
+    assert_same(out, eager(ops, X, 3))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG load.shim._Fallback.__call__: warnings.warn(..., stacklevel=3) points at "
+    "aot_build/decorate/entry.py (AotEntry.__call__), not at the user's call site, so the "
+    "warning names a library line instead of the caller's file:line",
+)
+def test_fallback_warning_points_at_the_caller(ops: ModuleType) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ops.affine(torch.randn(2, 8), 3)  # the caller's line
+    (w,) = caught
+    assert issubclass(w.category, FallbackWarning)
+    assert w.filename == __file__, f"warning attributed to {w.filename}:{w.lineno}"
