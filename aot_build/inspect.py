@@ -25,7 +25,10 @@ def read_manifests(target: str) -> list[tuple[str, Manifest]]:
     if path.is_dir():
         found = sorted(path.glob(f"**/{ARTIFACT_DIR}/{MANIFEST_NAME}"))
         return [(str(p), Manifest.read(p)) for p in found]
-    spec = importlib.util.find_spec(target)  # finds the folder without importing the package
+    try:
+        spec = importlib.util.find_spec(target)  # finds the folder without importing it
+    except (ImportError, ValueError):
+        spec = None
     if spec is None or not spec.submodule_search_locations:
         raise ManifestError(
             f"{target!r} is neither a .whl file, a folder, nor an installed package; "

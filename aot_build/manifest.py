@@ -24,7 +24,7 @@ from .constants import MANIFEST_FORMAT, MANIFEST_VERSION
 from .errors import ManifestError
 
 
-@dataclass(frozen=True)
+@dataclass
 class TensorSpec:
     """Static description of one tensor.
 
@@ -41,7 +41,7 @@ class TensorSpec:
     stride: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Leaf:
     """One flattened argument: a tensor (``tensor`` set) or a plain value baked into the
     artifact (``value``), which later calls must repeat exactly."""
@@ -50,7 +50,7 @@ class Leaf:
     value: Any = None
 
 
-@dataclass(frozen=True)
+@dataclass
 class WeightBinding:
     """A tensor the entry reads from a module global, lifted to an input of the artifact so
     every call computes with its current value.
@@ -69,7 +69,7 @@ class WeightBinding:
     spec: TensorSpec
 
 
-@dataclass(frozen=True)
+@dataclass
 class ModuleState:
     """An ``nn.Module`` global whose ``training`` flag was traced into the artifact."""
 
@@ -78,7 +78,7 @@ class ModuleState:
     training: bool
 
 
-@dataclass(frozen=True)
+@dataclass
 class Artifact:
     """One compiled file for one target.
 
@@ -97,7 +97,7 @@ class Artifact:
     isa: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Variant:
     """Compiled forms of an entry for one set of example inputs."""
 
@@ -110,7 +110,7 @@ class Variant:
     artifacts: tuple[Artifact, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Entry:
     """One ``@aot_entry`` function. ``source`` is ``path/to/mod.py:LINE`` for messages."""
 
@@ -124,7 +124,7 @@ class Entry:
         return f"{self.module}:{self.qualname}"
 
 
-@dataclass(frozen=True)
+@dataclass
 class FileRecord:
     sha256: str
     size: int
@@ -183,7 +183,7 @@ class Manifest:
                 skipped_targets=list(raw.get("skipped_targets", [])),
                 files={k: FileRecord(**v) for k, v in raw["files"].items()},
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ManifestError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from exc
 
 

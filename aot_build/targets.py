@@ -37,7 +37,8 @@ _AARCH64_OPTIONS: dict[str, dict[str, object]] = {
 #: Alias accepted in configuration: the build host's own best CPU level.
 HOST_CPU_ALIAS = "cpu"
 
-_CUDA_RE = re.compile(r"^cuda-sm(\d)(\d+)$")
+# The minor version is one digit, the major one or two: sm86 is 8.6, sm100 is 10.0.
+_CUDA_RE = re.compile(r"^cuda-sm(\d+)(\d)$")
 
 
 @dataclass(frozen=True)

@@ -143,12 +143,6 @@ def test_refuses_non_objects(raw: Any) -> None:
         Manifest.from_dict(raw, "where")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG manifest.Manifest.from_dict: a manifest whose 'entries' or 'files' is not a JSON "
-    "object raises AttributeError (from .items()) instead of ManifestError; the shim only catches "
-    "ManifestError, so such a manifest crashes the user's call instead of falling back",
-)
 @pytest.mark.parametrize("field", ["entries", "files"])
 @pytest.mark.parametrize("value", [[], None], ids=["list", "null"])
 def test_refuses_wrong_container_types(field: str, value: Any) -> None:

@@ -52,13 +52,6 @@ def test_cli_inspect_unknown_package(capsys: pytest.CaptureFixture[str]) -> None
     assert err.startswith("aot-build: error: 'no_such_package_xyz' is neither a .whl file")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG inspect.read_manifests: a target that is neither an existing file nor folder and "
-    "contains a dot (a mistyped wheel path like dist/missing.whl, or pkg.sub) goes to "
-    "importlib.util.find_spec, which raises ModuleNotFoundError; the CLI catches only "
-    "AotBuildError, so the user gets a traceback instead of 'aot-build: error: ...'",
-)
 @pytest.mark.parametrize("target", ["dist/missing-0.1-py3-none-any.whl", "no_such_package_xyz.sub"])
 def test_cli_inspect_missing_path_is_a_clean_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str

@@ -575,12 +575,6 @@ def test_inspect_without_manifest(tmp_path: Path) -> None:
         inspect_command(str(tmp_path), as_json=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG manifest.Manifest.from_dict / load.shim.bind: a manifest whose 'entries' is not an "
-    "object raises AttributeError, which bind() does not catch, so the user's call crashes "
-    "instead of falling back with a FallbackWarning",
-)
 def test_manifest_with_wrong_container_falls_back(
     patched_copy: Path, load: Callable[[Path], ModuleType]
 ) -> None:
@@ -591,12 +585,6 @@ def test_manifest_with_wrong_container_falls_back(
     assert_same(out, eager(ops, X, 3))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG load.shim._Fallback.__call__: warnings.warn(..., stacklevel=3) points at "
-    "aot_build/decorate/entry.py (AotEntry.__call__), not at the user's call site, so the "
-    "warning names a library line instead of the caller's file:line",
-)
 def test_fallback_warning_points_at_the_caller(ops: ModuleType) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

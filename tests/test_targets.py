@@ -38,12 +38,6 @@ def test_parse_cuda_targets(name: str, capability: tuple[int, int]) -> None:
     assert t == Target(name, "cuda", capability)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG targets.parse_target: _CUDA_RE '^cuda-sm(\\d)(\\d+)$' takes one digit for the "
-    "major version, so cuda-sm100 (Blackwell, capability 10.0) parses as (1, 0) and cuda-sm120 "
-    "as (1, 20); cuda_target_fits then never matches a real 10.x/12.x device",
-)
 @pytest.mark.parametrize(("name", "capability"), [("cuda-sm100", (10, 0)), ("cuda-sm120", (12, 0))])
 def test_parse_two_digit_major_cuda_targets(name: str, capability: tuple[int, int]) -> None:
     t = parse_target(name, arch="x86_64")

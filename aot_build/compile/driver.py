@@ -223,6 +223,12 @@ class _Compiler:
         except TypeError as exc:
             raise CompileError(f"{where}: {exc}; fix example_inputs") from exc
         top = entry.__wrapped__.__module__.split(".")[0]
+        if not hasattr(sys.modules.get(top), "__path__"):
+            raise CompileError(
+                f"{where}: the entry is in the top-level module {top!r}, not in a package; "
+                "aot_build ships artifacts inside a package folder. Move the module into a "
+                "package (a folder with __init__.py)"
+            )
         manifest = self.manifest(top)
         out_dir = staging / top / ARTIFACT_DIR
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ reason (``AOT_BUILD_STRICT=1``: an error instead).
 from __future__ import annotations
 
 import importlib
-import operator
 import os
 import sys
 import warnings
@@ -63,7 +62,8 @@ class _Fallback:
             raise FallbackError(f"{msg} ({ENV_STRICT}=1 makes this an error)")
         if miss.reason not in self.warned:
             self.warned.add(miss.reason)
-            warnings.warn(msg, FallbackWarning, stacklevel=3)
+            # user code -> AotEntry.__call__ -> _Bound.__call__ (or the always-lambda) -> here
+            warnings.warn(msg, FallbackWarning, stacklevel=4)
         return self.fn(*args, **kwargs)
 
 
@@ -82,13 +82,36 @@ def _check(t: Any, spec: TensorSpec, dtype: torch.dtype, device: str, what: str)
             "inputs",
             f"{what} is {tuple(t.shape)} {str(t.dtype)[6:]}, compiled for {spec.shape} {spec.dtype}",
         )
-    if t.device.type != device:
+    if not (t.is_cpu if device == "cpu" else t.device.type == device):
         raise Miss("device", f"{what} is on {t.device}, no artifact for that device")
     if t.stride() != spec.stride:
         raise Miss(
             "inputs",
             f"{what} has strides {t.stride()}, compiled for {spec.stride} (pass a contiguous tensor)",
         )
+
+
+def _path_getter(path: str) -> Callable[[Any], Any]:
+    """Fetch ``a.b.weight`` below an nn.Module (or any object) on every call.
+
+    Reads the modules' own ``_modules``/``_parameters``/``_buffers`` dicts, which is several
+    times cheaper than ``nn.Module.__getattr__`` per level; anything else (properties,
+    parametrizations, plain objects) takes ``getattr``.
+    """
+    *parents, leaf = path.split(".")
+
+    def get(obj: Any) -> Any:
+        for part in parents:
+            children = obj.__dict__.get("_modules") if hasattr(obj, "__dict__") else None
+            obj = children[part] if children and part in children else getattr(obj, part)
+        own = getattr(obj, "__dict__", {})
+        for slot in ("_parameters", "_buffers"):
+            table = own.get(slot)
+            if table and leaf in table:
+                return table[leaf]
+        return getattr(obj, leaf)
+
+    return get
 
 
 class _VariantRunner:
@@ -109,7 +132,7 @@ class _VariantRunner:
         ] = []
         for w in variant.weights:
             mod = sys.modules.get(w.module) or importlib.import_module(w.module)
-            getter = operator.attrgetter(w.path) if w.path else None
+            getter = _path_getter(w.path) if w.path else None
             label = f"weight {w.module}.{w.name}{'.' + w.path if w.path else ''}"
             self.weights.append((mod.__dict__, w.name, getter, w.spec, _dtype(w.spec.dtype), label))
         self.modules = [
