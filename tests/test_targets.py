@@ -134,3 +134,33 @@ def test_host_cpu_targets_on_aarch64(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_machine_normalised(monkeypatch: pytest.MonkeyPatch, raw: str, norm: str) -> None:
     monkeypatch.setattr(targets.platform, "machine", lambda: raw)
     assert targets.machine() == norm
+
+
+@pytest.mark.parametrize(
+    ("name", "simdlen", "isa", "flags"),
+    [
+        ("cpu-avx512", 512, "avx512", "-mavx512f -mavx512dq -mavx512vl -mavx512bw -mfma"),
+        ("cpu-avx2", 256, "avx2", "-mavx2 -mfma -mf16c"),
+        ("cpu-baseline", 1, "INVALID_VEC_ISA", ""),
+    ],
+)
+def test_pinned_vec_isa_ignores_the_build_hosts_extensions(
+    name: str, simdlen: int, isa: str, flags: str
+) -> None:
+    """Whatever this host offers (VNNI, BF16, AMX), Inductor sees only the target's ISA while a
+    target compiles, and gets its usual view back afterwards."""
+    if targets.machine() != "x86_64":
+        pytest.skip("x86-64 targets")
+    from torch._inductor import config, cpu_vec_isa
+
+    from aot_build.compile.isa import pinned_vec_isa
+
+    before = cpu_vec_isa.valid_vec_isa_list
+    with config.patch({"cpp.simdlen": simdlen}), pinned_vec_isa(parse_target(name)):
+        picked = cpu_vec_isa.pick_vec_isa()
+        assert str(picked) == isa
+        got = picked.build_arch_flags() if picked else ""
+        assert got == flags
+        for extension in ("vnni", "bf16", "amx"):
+            assert extension not in got
+    assert cpu_vec_isa.valid_vec_isa_list is before
