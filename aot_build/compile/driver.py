@@ -314,6 +314,8 @@ class _Compiler:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # torch's own deprecation chatter while pickling tree specs; it says nothing to users.
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
     if len(argv) != 1:
         print("usage: python -m aot_build.compile CONFIG.json", file=sys.stderr)
         return 2
