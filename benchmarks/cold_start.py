@@ -771,25 +771,23 @@ def render(report: dict[str, Any]) -> str:
             f"{r['first_call_overhead_vs_eager_ms']:+.1f} ms; whole import→first result: "
             f"{r['first_result_overhead_vs_eager_ms']:+.1f} ms, within `import torch`'s spread)"
         )
-    if r.get("first_result_speedup_vs_compile") is not None:
-        out.append(
-            f"- torch.compile (cold cache) import→first result is "
-            f"{r['first_result_speedup_vs_compile']:.1f}× aot_build's"
-        )
-    if r.get("steady_ratio_vs_compile_separate") is not None:
-        out.append(
-            f"- steady state aot_build / torch.compile, separate processes: "
-            f"{r['steady_ratio_vs_compile_separate']:.2f}×"
-        )
-    if r.get("steady_ratio_vs_compile_interleaved") is not None:
-        out.append(
-            f"- steady state aot_build / torch.compile, interleaved in one process (median of "
-            f"per-round ratios): **{r['steady_ratio_vs_compile_interleaved']:.2f}×**"
-        )
-    if r.get("steady_ratio_vs_eager_interleaved") is not None:
-        out.append(
-            f"- steady state aot_build / eager, interleaved: {r['steady_ratio_vs_eager_interleaved']:.2f}×"
-        )
+    ratio_lines = [
+        (
+            "first_result_speedup_vs_compile",
+            "- torch.compile (cold cache) import→first result is {:.1f}× aot_build's",
+        ),
+        (
+            "steady_ratio_vs_compile_separate",
+            "- steady state aot_build / torch.compile, separate processes: {:.2f}×",
+        ),
+        (
+            "steady_ratio_vs_compile_interleaved",
+            "- steady state aot_build / torch.compile, interleaved in one process (median of "
+            "per-round ratios): **{:.2f}×**",
+        ),
+        ("steady_ratio_vs_eager_interleaved", "- steady state aot_build / eager, interleaved: {:.2f}×"),
+    ]
+    out += [template.format(r[key]) for key, template in ratio_lines if r.get(key) is not None]
     il = report.get("interleave")
     if il and "median_us" in il:
         out += [
