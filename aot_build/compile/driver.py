@@ -232,6 +232,8 @@ class _Compiler:
         manifest = self.manifest(top)
         out_dir = staging / top / ARTIFACT_DIR
         out_dir.mkdir(parents=True, exist_ok=True)
+        if not targets:  # every target was optional and skipped: the manifest says why
+            return
         artifacts: list[Artifact] = []
         exported: dict[str, tuple[Any, Lifted, list[dict[str, Any]]]] = {}
         out_tree = ""
