@@ -12,8 +12,9 @@ ARTIFACT_DIR = "_aot_build"
 MANIFEST_NAME = "manifest.json"
 #: Stamp written into every manifest; a reader refuses any other.
 MANIFEST_FORMAT = "aot-build-manifest"
-#: Bumped on every incompatible change of the manifest's layout. Readers refuse newer ones.
-MANIFEST_VERSION = 1
+#: Bumped on every change of the manifest's layout. Readers accept every version from 1 up
+#: to theirs (older ones are upgraded in memory) and refuse newer ones.
+MANIFEST_VERSION = 2
 
 #: The ``[tool.<name>]`` table that opts a project in.
 TOOL_TABLE = "aot-build"

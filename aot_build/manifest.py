@@ -2,18 +2,24 @@
 
 Layout (JSON, one per top-level package, at ``<package>/_aot_build/manifest.json``)::
 
-    format, format_version          stamp; readers refuse others
+    format, format_version          stamp; readers refuse newer versions, upgrade older ones
     package, aot_build_version, torch_version, python_version, machine
     entries: {"pkg.mod:func": Entry}
     skipped_targets: [{"target", "reason"}]
     files: {"<sha256>.so": {"sha256", "size"}}   every artifact, stored once by content
 
-An entry has variants (one per example-input set), a variant has artifacts (one per target).
+An entry has variants (one per example-input set, plus automatic size-1 specialisations),
+a variant has artifacts (one per target). A variant says exactly which calls it serves
+(input specs with dynamic dimensions and their ranges) and what else the compiled code
+depends on (weights read by path, guards on non-tensor state); the shim checks all of it
+on every call.
+
+Format history: 1 (aot-build 0.1.0: static shapes, weights by global) is read and upgraded;
+2 adds dynamic dimensions, guards, method entries and output leaves.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,16 +29,79 @@ from typing import Any
 from .constants import MANIFEST_FORMAT, MANIFEST_VERSION
 from .errors import ManifestError
 
+#: Upper bound stored for a dynamic dimension torch.export left unbounded.
+UNBOUNDED = 2**63 - 1
+
+#: Kinds of one step of a :class:`ObjPath`, and how the shim reads them.
+STEP_KINDS = {
+    "attr": "an instance attribute (``obj.__dict__[key]``; a global for Python modules)",
+    "param": "a registered parameter (``module._parameters[key]``)",
+    "buffer": "a registered buffer (``module._buffers[key]``)",
+    "child": "a submodule (``module._modules[key]``)",
+    "item": "an item of a dict, list or tuple (``obj[key]``)",
+    "getattr": "anything else, read with ``getattr`` (properties, class attributes)",
+}
+
+#: Kinds of :class:`Guard` and what they require of the object at their path.
+GUARD_KINDS = {
+    "value": "equals a plain value (same type)",
+    "type": "is an instance of exactly this class (``module:qualname``)",
+    "ident": "is this function, class or Python module (``module:qualname``)",
+    "absent": "has no attribute of this name (instance dict and module tables)",
+    "len": "is a container of this length",
+    "keys": "is a dict with exactly these keys, in this order",
+    "same": "is the very object found at another path",
+}
+
+
+@dataclass(frozen=True)
+class ObjPath:
+    """Where a value lives, from a root the shim can reach on every call.
+
+    Args:
+        root: ``("global", module, name)`` for a module global, ``("self",)`` for the
+            instance a method entry is called on.
+        steps: ``(kind, key)`` pairs below the root; kinds are :data:`STEP_KINDS`.
+    """
+
+    root: tuple[str, ...]
+    steps: tuple[tuple[str, Any], ...] = ()
+
+    def child(self, kind: str, key: Any) -> ObjPath:
+        return ObjPath(self.root, (*self.steps, (kind, key)))
+
+    def label(self) -> str:
+        """``pkg.mod.MODEL.encoder.layer[0].weight`` / ``self.qkv.weight``."""
+        text = "self" if self.root[0] == "self" else f"{self.root[1]}.{self.root[2]}"
+        for kind, key in self.steps:
+            text += f"[{key!r}]" if kind == "item" else f".{key}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"root": list(self.root), "steps": [[k, v] for k, v in self.steps]}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> ObjPath:
+        root = tuple(str(r) for r in raw["root"])
+        if not (root == ("self",) or (len(root) == 3 and root[0] == "global")):
+            raise ValueError(f"bad path root {raw['root']!r}")
+        steps = []
+        for kind, key in raw["steps"]:
+            if kind not in STEP_KINDS:
+                raise ValueError(f"bad path step kind {kind!r}")
+            steps.append((str(kind), key))
+        return cls(root, tuple(steps))
+
 
 @dataclass
 class TensorSpec:
-    """Static description of one tensor.
+    """Static description of one tensor (a weight, or a format-1 input).
 
     Args:
         shape: exact sizes.
         dtype: torch dtype name without the ``torch.`` prefix, e.g. ``float32``.
         device: device type, e.g. ``cpu`` or ``cuda``.
-        stride: exact strides; compiled code indexes memory with them.
+        stride: exact strides.
     """
 
     shape: tuple[int, ...]
@@ -41,41 +110,86 @@ class TensorSpec:
     stride: tuple[int, ...]
 
 
+#: One dimension of an input: a fixed size, a symbol (``"batch"``) or ``{"sym", "mul", "add"}``
+#: (a size derived from a symbol, e.g. ``2*batch``).
+DimSpec = int | str | dict[str, Any]
+
+
+@dataclass
+class InputTensor:
+    """What a tensor argument must look like.
+
+    Args:
+        dtype: dtype name.
+        device: device type.
+        dims: one :data:`DimSpec` per dimension.
+        layout: ``contiguous`` or ``channels_last`` (any sizes, dense in that order), or
+            ``strides`` (exactly ``stride``, static shapes only).
+        stride: the strides, for layout ``strides``.
+    """
+
+    dtype: str
+    device: str
+    dims: tuple[DimSpec, ...]
+    layout: str = "contiguous"
+    stride: tuple[int, ...] = ()
+
+
 @dataclass
 class Leaf:
     """One flattened argument: a tensor (``tensor`` set) or a plain value baked into the
-    artifact (``value``), which later calls must repeat exactly."""
+    artifact (``value``, encoded by :mod:`aot_build.values`), which calls must repeat."""
 
-    tensor: TensorSpec | None = None
+    tensor: InputTensor | None = None
     value: Any = None
 
 
 @dataclass
-class WeightBinding:
-    """A tensor the entry reads from a module global, lifted to an input of the artifact so
-    every call computes with its current value.
+class OutLeaf:
+    """One flattened output.
 
     Args:
-        module: the module whose global it is, e.g. ``example_pkg.blocks``.
-        name: the global's name in that module.
-        path: dotted path below the global (``"0.weight"`` for a parameter of an
-            ``nn.Module`` global); empty when the global is itself the tensor.
-        spec: shape, dtype and device it had at build time; calls need the same.
+        kind: ``tensor`` (the next library output), ``sym`` (the next library output, a
+            0-d tensor holding an int/float/bool computed from sizes), ``value`` (a plain
+            value, returned as it is), ``input`` (the caller's own argument leaf ``index``),
+            ``weight`` (lifted weight ``index``, as the caller's object).
+        value: encoded value, for ``value``; the Python type name, for ``sym``.
+        index: for ``input`` and ``weight``.
     """
 
-    module: str
-    name: str
-    path: str
+    kind: str
+    value: Any = None
+    index: int = -1
+
+
+@dataclass
+class Weight:
+    """A tensor the entry reads from package state, passed to the artifact on every call.
+
+    Args:
+        paths: every path the trace read it through; the first is read on each call, the
+            others are guarded to hold the very same tensor (tied weights, re-exports).
+        spec: shape, dtype, device and strides it had at build time; calls need the same.
+    """
+
+    paths: tuple[ObjPath, ...]
     spec: TensorSpec
 
 
 @dataclass
-class ModuleState:
-    """An ``nn.Module`` global whose ``training`` flag was traced into the artifact."""
+class Guard:
+    """A fact about non-tensor state the compiled code depends on; see :data:`GUARD_KINDS`.
 
-    module: str
-    name: str
-    training: bool
+    Args:
+        path: where the object is.
+        kind: a :data:`GUARD_KINDS` key.
+        expect: the encoded value, the ``module:qualname`` reference, the length, the
+            keys, or (``same``) the other path as JSON.
+    """
+
+    path: ObjPath
+    kind: str
+    expect: Any = None
 
 
 @dataclass
@@ -99,25 +213,66 @@ class Artifact:
 
 @dataclass
 class Variant:
-    """Compiled forms of an entry for one set of example inputs."""
+    """Compiled forms of an entry for one set of example inputs.
 
-    in_tree: str
+    Args:
+        inputs: structure of the arguments (:mod:`aot_build.trees`), ``self`` excluded.
+        leaves: one per flattened argument.
+        symbols: each dynamic dimension's name and inclusive range ``[lo, hi]``.
+        outputs: structure of the result; ``out_leaves`` one per flattened output.
+        weights: lifted tensors, in the order the artifact takes them after the inputs.
+        guards: facts checked on every call.
+        input_set: index of the example-input set it was built from.
+        pinned: dimensions fixed to a size for this variant (size-1 specialisations).
+        labels: one name per leaf for messages (``x``, ``batch['ids']``).
+    """
+
+    inputs: Any
     leaves: tuple[Leaf, ...]
-    out_tree: str
-    weights: tuple[WeightBinding, ...] = ()
-    modules: tuple[ModuleState, ...] = ()
+    outputs: Any
+    out_leaves: tuple[OutLeaf, ...]
+    symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
+    weights: tuple[Weight, ...] = ()
+    guards: tuple[Guard, ...] = ()
     embedded_constants: tuple[dict[str, Any], ...] = ()
     artifacts: tuple[Artifact, ...] = ()
+    input_set: int = 0
+    pinned: dict[str, int] = field(default_factory=dict)
+    labels: tuple[str, ...] = ()
+
+    def label(self, i: int) -> str:
+        return self.labels[i] if i < len(self.labels) else f"argument leaf {i}"
+
+    def signature(self) -> str:
+        """``x: float32[batch 2..64, 16], k: 3`` (pinned sizes shown as ``batch=1``)."""
+        parts = []
+        for i, lf in enumerate(self.leaves):
+            if lf.tensor is None:
+                parts.append(f"{self.label(i)}: {lf.value!r}")
+                continue
+            dims = []
+            for d in lf.tensor.dims:
+                if isinstance(d, int):
+                    dims.append(str(d))
+                elif isinstance(d, str):
+                    lo, hi = self.symbols.get(d, (0, 0))
+                    dims.append(f"{d} {lo}..{hi if hi < UNBOUNDED else 'inf'}")
+                else:
+                    dims.append(f"{d['mul']}*{d['sym']}+{d['add']}" if d["add"] else f"{d['mul']}*{d['sym']}")
+            parts.append(f"{self.label(i)}: {lf.tensor.dtype}[{', '.join(dims)}]")
+        pins = f" with {', '.join(f'{k}={v}' for k, v in self.pinned.items())}" if self.pinned else ""
+        return ", ".join(parts) + pins
 
 
 @dataclass
 class Entry:
-    """One ``@aot_entry`` function. ``source`` is ``path/to/mod.py:LINE`` for messages."""
+    """One ``@aot_entry`` function or method. ``source`` is ``path/to/mod.py:LINE``."""
 
     module: str
     qualname: str
     source: str
     variants: tuple[Variant, ...] = ()
+    method: bool = False
 
     @property
     def key(self) -> str:
@@ -142,10 +297,25 @@ class Manifest:
     entries: dict[str, Entry] = field(default_factory=dict)
     skipped_targets: list[dict[str, str]] = field(default_factory=list)
     files: dict[str, FileRecord] = field(default_factory=dict)
+    #: torch's default dtype in the build (tensors the function creates get it).
+    default_dtype: str = "float32"
+    #: Format version of the file this was read from (upgraded in memory when older).
+    read_version: int = MANIFEST_VERSION
 
     def to_json(self) -> str:
-        body = {"format": MANIFEST_FORMAT, "format_version": MANIFEST_VERSION}
-        body.update(dataclasses.asdict(self))
+        body = {
+            "format": MANIFEST_FORMAT,
+            "format_version": MANIFEST_VERSION,
+            "package": self.package,
+            "aot_build_version": self.aot_build_version,
+            "torch_version": self.torch_version,
+            "python_version": self.python_version,
+            "machine": self.machine,
+            "default_dtype": self.default_dtype,
+            "entries": {k: _entry_json(e) for k, e in self.entries.items()},
+            "skipped_targets": self.skipped_targets,
+            "files": {k: {"sha256": f.sha256, "size": f.size} for k, f in self.files.items()},
+        }
         return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
     def write(self, path: Path) -> None:
@@ -167,52 +337,219 @@ class Manifest:
         if not isinstance(raw, dict) or raw.get("format") != MANIFEST_FORMAT:
             raise ManifestError(f"{where}: not an aot_build manifest (no format stamp)")
         version = raw.get("format_version")
-        if version != MANIFEST_VERSION:
+        if type(version) is not int or not 1 <= version <= MANIFEST_VERSION:
             raise ManifestError(
-                f"{where}: manifest format_version {version!r}, this aot_build reads "
-                f"{MANIFEST_VERSION}; install the aot-build release that built this wheel"
+                f"{where}: manifest format_version {version!r}; this aot_build reads formats 1 to "
+                f"{MANIFEST_VERSION}: upgrade aot-build (pip install -U aot-build)"
             )
         try:
+            parse_entry = _entry_v1 if version == 1 else _entry
             return cls(
-                package=raw["package"],
-                aot_build_version=raw["aot_build_version"],
-                torch_version=raw["torch_version"],
-                python_version=raw["python_version"],
-                machine=raw["machine"],
-                entries={k: _entry(v) for k, v in raw["entries"].items()},
-                skipped_targets=list(raw.get("skipped_targets", [])),
-                files={k: FileRecord(**v) for k, v in raw["files"].items()},
+                package=str(raw["package"]),
+                aot_build_version=str(raw["aot_build_version"]),
+                torch_version=str(raw["torch_version"]),
+                python_version=str(raw["python_version"]),
+                machine=str(raw["machine"]),
+                default_dtype=str(raw.get("default_dtype", "float32")),
+                entries={str(k): parse_entry(v) for k, v in raw["entries"].items()},
+                skipped_targets=[dict(s) for s in raw.get("skipped_targets", [])],
+                files={str(k): FileRecord(str(v["sha256"]), int(v["size"])) for k, v in raw["files"].items()},
+                read_version=version,
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ManifestError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from exc
 
 
+# ---------------------------------------------------------------- JSON of the parts
+
+
+def _spec_json(s: TensorSpec) -> dict[str, Any]:
+    return {"shape": list(s.shape), "dtype": s.dtype, "device": s.device, "stride": list(s.stride)}
+
+
 def _spec(raw: dict[str, Any]) -> TensorSpec:
-    return TensorSpec(tuple(raw["shape"]), raw["dtype"], raw["device"], tuple(raw["stride"]))
+    return TensorSpec(
+        tuple(int(x) for x in raw["shape"]),
+        str(raw["dtype"]),
+        str(raw["device"]),
+        tuple(int(x) for x in raw["stride"]),
+    )
+
+
+def _dim(raw: Any) -> DimSpec:
+    if type(raw) is int or type(raw) is str:
+        return raw
+    return {"sym": str(raw["sym"]), "mul": int(raw["mul"]), "add": int(raw["add"])}
+
+
+def _leaf_json(lf: Leaf) -> dict[str, Any]:
+    if lf.tensor is None:
+        return {"value": lf.value}
+    t = lf.tensor
+    return {
+        "tensor": {
+            "dtype": t.dtype,
+            "device": t.device,
+            "dims": list(t.dims),
+            "layout": t.layout,
+            "stride": list(t.stride),
+        }
+    }
 
 
 def _leaf(raw: dict[str, Any]) -> Leaf:
-    return Leaf(_spec(raw["tensor"]) if raw["tensor"] is not None else None, raw["value"])
+    t = raw.get("tensor")
+    if t is None:
+        return Leaf(value=raw.get("value"))
+    layout = str(t.get("layout", "contiguous"))
+    if layout not in ("contiguous", "channels_last", "strides"):
+        raise ValueError(f"unknown layout {layout!r}")
+    return Leaf(
+        tensor=InputTensor(
+            str(t["dtype"]),
+            str(t["device"]),
+            tuple(_dim(d) for d in t["dims"]),
+            layout,
+            tuple(int(x) for x in t.get("stride", ())),
+        )
+    )
+
+
+def _variant_json(v: Variant) -> dict[str, Any]:
+    return {
+        "inputs": v.inputs,
+        "leaves": [_leaf_json(lf) for lf in v.leaves],
+        "outputs": v.outputs,
+        "out_leaves": [{"kind": o.kind, "value": o.value, "index": o.index} for o in v.out_leaves],
+        "symbols": {k: list(r) for k, r in v.symbols.items()},
+        "weights": [{"paths": [p.to_json() for p in w.paths], "spec": _spec_json(w.spec)} for w in v.weights],
+        "guards": [
+            {"path": g.path.to_json(), "kind": g.kind, "expect": g.expect} for g in v.guards
+        ],
+        "embedded_constants": list(v.embedded_constants),
+        "artifacts": [
+            {"target": a.target, "device": a.device, "rule": a.rule, "file": a.file, "isa": a.isa}
+            for a in v.artifacts
+        ],
+        "input_set": v.input_set,
+        "pinned": dict(v.pinned),
+        "labels": list(v.labels),
+    }
+
+
+def _guard(raw: dict[str, Any]) -> Guard:
+    kind = str(raw["kind"])
+    if kind not in GUARD_KINDS:
+        raise ValueError(f"unknown guard kind {kind!r}")
+    return Guard(ObjPath.from_json(raw["path"]), kind, raw.get("expect"))
+
+
+def _out_leaf(raw: dict[str, Any]) -> OutLeaf:
+    kind = str(raw["kind"])
+    if kind not in ("tensor", "sym", "value", "input", "weight"):
+        raise ValueError(f"unknown output kind {kind!r}")
+    return OutLeaf(kind, raw.get("value"), int(raw.get("index", -1)))
 
 
 def _variant(raw: dict[str, Any]) -> Variant:
     return Variant(
-        in_tree=raw["in_tree"],
+        inputs=raw["inputs"],
         leaves=tuple(_leaf(x) for x in raw["leaves"]),
-        out_tree=raw["out_tree"],
+        outputs=raw["outputs"],
+        out_leaves=tuple(_out_leaf(o) for o in raw["out_leaves"]),
+        symbols={str(k): (int(r[0]), int(r[1])) for k, r in raw["symbols"].items()},
         weights=tuple(
-            WeightBinding(w["module"], w["name"], w["path"], _spec(w["spec"])) for w in raw["weights"]
+            Weight(tuple(ObjPath.from_json(p) for p in w["paths"]), _spec(w["spec"])) for w in raw["weights"]
         ),
-        modules=tuple(ModuleState(**m) for m in raw["modules"]),
-        embedded_constants=tuple(raw["embedded_constants"]),
-        artifacts=tuple(Artifact(**a) for a in raw["artifacts"]),
+        guards=tuple(_guard(g) for g in raw["guards"]),
+        embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
+        artifacts=tuple(
+            Artifact(str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", "")))
+            for a in raw["artifacts"]
+        ),
+        input_set=int(raw.get("input_set", 0)),
+        pinned={str(k): int(v) for k, v in raw.get("pinned", {}).items()},
+        labels=tuple(str(x) for x in raw.get("labels", ())),
     )
+
+
+def _entry_json(e: Entry) -> dict[str, Any]:
+    return {
+        "module": e.module,
+        "qualname": e.qualname,
+        "source": e.source,
+        "method": e.method,
+        "variants": [_variant_json(v) for v in e.variants],
+    }
 
 
 def _entry(raw: dict[str, Any]) -> Entry:
     return Entry(
-        module=raw["module"],
-        qualname=raw["qualname"],
-        source=raw["source"],
+        module=str(raw["module"]),
+        qualname=str(raw["qualname"]),
+        source=str(raw["source"]),
         variants=tuple(_variant(v) for v in raw["variants"]),
+        method=bool(raw.get("method", False)),
+    )
+
+
+# ---------------------------------------------------------------- format 1 (aot-build 0.1.0)
+
+
+def _entry_v1(raw: dict[str, Any]) -> Entry:
+    """A format-1 entry in today's terms: static shapes with exact strides, weights read by
+    ``getattr`` below their global, and the ``training`` flags it recorded as guards."""
+    return Entry(
+        module=str(raw["module"]),
+        qualname=str(raw["qualname"]),
+        source=str(raw["source"]),
+        variants=tuple(_variant_v1(v) for v in raw["variants"]),
+    )
+
+
+def _torch_tree(dumped: str) -> Any:
+    from torch.utils import _pytree as pytree
+
+    from . import trees
+
+    return trees.encode(pytree.treespec_loads(dumped))
+
+
+def _variant_v1(raw: dict[str, Any]) -> Variant:
+    leaves = []
+    for lf in raw["leaves"]:
+        t = lf.get("tensor")
+        if t is None:
+            from . import values
+
+            leaves.append(Leaf(value=values.encode(lf.get("value"))))
+            continue
+        spec = _spec(t)
+        leaves.append(Leaf(tensor=InputTensor(spec.dtype, spec.device, spec.shape, "strides", spec.stride)))
+    weights = []
+    for w in raw["weights"]:
+        path = ObjPath(("global", str(w["module"]), str(w["name"])))
+        for part in str(w["path"]).split(".") if w["path"] else []:
+            path = path.child("getattr", part)
+        weights.append(Weight((path,), _spec(w["spec"])))
+    guards = tuple(
+        Guard(ObjPath(("global", str(m["module"]), str(m["name"]))).child("getattr", "training"), "value", bool(m["training"]))
+        for m in raw["modules"]
+    )
+    outputs = _torch_tree(raw["out_tree"])
+    from . import trees
+
+    n_out = trees.count_leaves(outputs)
+    return Variant(
+        inputs=_torch_tree(raw["in_tree"]),
+        leaves=tuple(leaves),
+        outputs=outputs,
+        out_leaves=tuple(OutLeaf("tensor") for _ in range(n_out)),
+        weights=tuple(weights),
+        guards=guards,
+        embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
+        artifacts=tuple(
+            Artifact(str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", "")))
+            for a in raw["artifacts"]
+        ),
     )

@@ -1,4 +1,4 @@
-"""The ``aoti`` compile rule: torch.export, then AOTInductor, shipped as a bare shared library.
+"""The ``aoti`` compile rule: AOTInductor on the exported program, shipped as a bare shared library.
 
 The library is taken out of AOTInductor's .pt2 package and shipped unpacked: loading it with
 ``AOTIModelContainerRunnerCpu`` is a ``dlopen`` (about a millisecond, no compiler), where
@@ -19,30 +19,8 @@ from typing import Any
 
 import torch
 import torch._inductor
-from torch.utils import _pytree as pytree
-
 from ..targets import Target, compile_options
 from .isa import pinned_vec_isa
-
-
-class _Traced(torch.nn.Module):
-    """Calls the entry with its globals rebound to the lifted weights (see lifting.py)."""
-
-    def __init__(self, fn: Any, lifted: Any) -> None:
-        super().__init__()
-        self._fn = fn
-        self._lifted = lifted
-
-    def forward(self, args: tuple[Any, ...], weights: tuple[torch.Tensor, ...]) -> Any:
-        with self._lifted.bound(weights):
-            return self._fn(*args)
-
-
-def export(fn: Any, args: tuple[Any, ...], lifted: Any) -> torch.export.ExportedProgram:
-    """Trace ``fn(*args)`` with weights as inputs. Non-strict, so Python side effects of the
-    rebinding run as written."""
-    weights = tuple(t.detach() for t in lifted.tensors)
-    return torch.export.export(_Traced(fn, lifted), (args, weights), strict=False)
 
 
 def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
@@ -65,7 +43,6 @@ class Built:
     sha256: str
     size: int
     isa: str
-    out_tree: str
 
 
 def compile_library(
@@ -101,12 +78,4 @@ def compile_library(
         digest = hashlib.sha256(data).hexdigest()
         final = workdir / f"{digest[:24]}.so"
         shutil.move(str(staged), final)
-    out_spec = ep.call_spec.out_spec
-    assert out_spec is not None
-    return Built(
-        path=final,
-        sha256=digest,
-        size=len(data),
-        isa=_isa_label(meta),
-        out_tree=pytree.treespec_dumps(out_spec),
-    )
+    return Built(path=final, sha256=digest, size=len(data), isa=_isa_label(meta))

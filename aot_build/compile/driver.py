@@ -13,7 +13,6 @@ import json
 import sys
 import time
 import traceback
-import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,16 +21,20 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import __version__
+from .. import __version__, trees
 from ..constants import ARTIFACT_DIR, MANIFEST_NAME, RULE_AOTI
 from ..decorate import AotEntry
 from ..discover import discover_entries
 from ..errors import AotBuildError, CompileError
 from ..manifest import Artifact, Entry, FileRecord, Manifest, Variant
+from ..names import top_package
 from ..targets import Target, machine, parse_target
 from . import aoti
-from .lifting import Lifted, lift_referenced, package_tensor_index
-from .specs import dtype_name, leaf
+from .guards import plan, summary
+from .inputs import InputSet, input_sets, pinned_copies
+from .shapes import Shapes, input_leaves, read_shapes
+from .specs import dtype_name
+from .trace import Traced, trace
 
 
 @dataclass
@@ -73,9 +76,12 @@ def _where(entry: AotEntry, build_lib: Path) -> str:
 
 
 def _fail(where: str, what: str, exc: BaseException, fix: str) -> CompileError:
-    trace = "".join(traceback.format_exception(exc))
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return CompileError(f"{trace}\n{where}: {what}: {type(exc).__name__}: {first}\n  {fix}")
+    """The traceback, then the exception's own explanation (torch.export's constraint
+    messages and suggested fixes included), then the fix."""
+    tb = "".join(traceback.format_exception(exc))
+    lines = [ln for ln in str(exc).strip().splitlines() if not ln.startswith("The error above occurred")]
+    text = "\n    ".join(lines[:40]) or ""
+    return CompileError(f"{tb}\n{where}: {what}: {type(exc).__name__}: {text}\n  {fix}")
 
 
 def _live_storages() -> set[int]:
@@ -95,10 +101,6 @@ def _live_storages() -> set[int]:
                 except RuntimeError:  # functional tensors left over from tracing
                     pass
     return found
-
-
-def _to(device: str, value: Any) -> Any:
-    return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
 
 
 class _Compiler:
@@ -122,6 +124,7 @@ class _Compiler:
                 torch_version=torch.__version__,
                 python_version=f"{sys.version_info[0]}.{sys.version_info[1]}",
                 machine=machine(),
+                default_dtype=dtype_name(torch.get_default_dtype()),
                 skipped_targets=self.skipped,
             )
         return self.manifests[top]
@@ -142,58 +145,43 @@ class _Compiler:
             usable.append(t)
         return usable
 
-    def export(
-        self, entry: AotEntry, where: str, args: tuple[Any, ...], device: str
-    ) -> tuple[Any, Lifted, list[dict[str, Any]]]:
+    def export(self, entry: AotEntry, iset: InputSet, device: str, where: str) -> Traced:
         fn = entry.__wrapped__
-        assert isinstance(fn, types.FunctionType)
-        top = fn.__module__.split(".")[0]
-        lifted = Lifted()
-        lift_referenced(fn, top, lifted)
-        fix = (
-            "make the function traceable by torch.export (no data-dependent Python control "
-            "flow, no unsupported calls), or fix example_inputs so the function runs on them"
-        )
-        index = None
+        top = top_package(fn.__module__)
         live = _live_storages()
-        for _ in range(2):
-            dev_args = _to(device, args)
-            saved = lifted.tensors
-            lifted.tensors = [t.to(device) for t in saved]
-            try:
-                ep = aoti.export(fn, dev_args, lifted)
-            except Exception as exc:
-                raise _fail(where, "torch.export failed", exc, fix) from exc
-            finally:
-                lifted.tensors = saved
-            consts = aoti.constant_tensors(ep)
-            if not consts:
-                return ep, lifted, []
-            # Static analysis missed some globals: find them by storage and lift them too.
-            if index is None:
-                index = package_tensor_index(top)
-                before = len(lifted.tensors)
-                for t in consts.values():
-                    hit = index.get((t.data_ptr(), tuple(t.shape), t.dtype))
-                    if hit is not None:
-                        lifted.add_global(*hit)
-                if len(lifted.tensors) > before:
-                    continue
-            break
+        try:
+            traced = trace(fn, iset, top, device, where)
+        except CompileError:
+            raise
+        except Exception as exc:
+            raise _fail(
+                where,
+                "torch.export failed",
+                exc,
+                "make the function traceable by torch.export (no data-dependent Python control "
+                "flow, no unsupported calls), or fix example_inputs / dynamic_shapes as the "
+                "message above suggests",
+            ) from exc
+        consts = aoti.constant_tensors(traced.ep)
         outside = [k for k, t in consts.items() if t.numel() and t.data_ptr() in live]
         if outside:
-            listing = ", ".join(
-                f"{k} {tuple(consts[k].shape)} {dtype_name(consts[k].dtype)}" for k in outside
+            listing = ", ".join(f"{tuple(consts[k].shape)} {dtype_name(consts[k].dtype)}" for k in outside[:8])
+            more = f" and {len(outside) - 8} more" if len(outside) > 8 else ""
+            routes = sorted(set(traced.recording.pathless))
+            hint = (
+                f" It read package objects through routes aot_build cannot follow: {', '.join(routes[:8])}."
+                if routes
+                else ""
             )
             raise CompileError(
-                f"{where}: reads tensor(s) that exist outside the function but are not module "
-                f"globals of package {top!r} ({listing}): an object attribute, a closure "
-                "variable, or another package's global. AOTInductor would bake their build-time "
-                "values into the artifact, and later changes would silently be ignored.\n  "
-                f"make each such tensor a module global (or a parameter/buffer of an nn.Module "
-                f"global) of {top!r}, or pass it to the function as an argument"
+                f"{where}: reads {len(outside)} tensor(s) that exist outside the function but not in "
+                f"package {top!r}'s state ({listing}{more}): a closure variable, a default argument, "
+                f"or another package's global.{hint} AOTInductor would bake their build-time values "
+                "into the artifact, and later changes would silently be ignored.\n  "
+                f"reach each such tensor from a module global of {top!r} (directly, or as an "
+                "attribute of a module or object held there), or pass it to the function as an argument"
             )
-        embedded: list[dict[str, Any]] = [
+        embedded = [
             {
                 "name": k,
                 "shape": list(t.shape),
@@ -209,51 +197,33 @@ class _Compiler:
                 f"{sum(c['bytes'] for c in embedded)} bytes ({listing}), created inside the "
                 "function (e.g. torch.tensor literals), so baked into the artifact"
             )
-        return ep, lifted, embedded
+        traced.embedded = embedded
+        return traced
 
-    def compile_entry(self, entry: AotEntry, targets: list[Target], staging: Path) -> None:
-        where = _where(entry, self.build_lib)
-        try:
-            args = entry.example_inputs()
-        except AotBuildError as exc:
-            raise CompileError(f"{where}: {exc}") from exc
-        flat, in_spec = pytree.tree_flatten(args)
-        try:
-            leaves = tuple(leaf(v, f"example input leaf {i}") for i, v in enumerate(flat))
-        except TypeError as exc:
-            raise CompileError(f"{where}: {exc}; fix example_inputs") from exc
-        top = entry.__wrapped__.__module__.split(".")[0]
-        if not hasattr(sys.modules.get(top), "__path__"):
-            raise CompileError(
-                f"{where}: the entry is in the top-level module {top!r}, not in a package; "
-                "aot_build ships artifacts inside a package folder. Move the module into a "
-                "package (a folder with __init__.py)"
-            )
-        manifest = self.manifest(top)
-        out_dir = staging / top / ARTIFACT_DIR
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if not targets:  # every target was optional and skipped: the manifest says why
-            return
+    def variant(
+        self, entry: AotEntry, iset: InputSet, targets: list[Target], out_dir: Path, manifest: Manifest, where: str
+    ) -> tuple[Variant, Shapes]:
+        here = where + (f" [{', '.join(f'{k}={v}' for k, v in iset.pinned.items())}]" if iset.pinned else "")
+        exported: dict[str, Traced] = {}
         artifacts: list[Artifact] = []
-        exported: dict[str, tuple[Any, Lifted, list[dict[str, Any]]]] = {}
-        out_tree = ""
-        for target in targets:
+        for target in targets or [Target("cpu-baseline", "cpu")]:
             if target.device not in exported:
-                exported[target.device] = self.export(entry, where, args, target.device)
-            ep, lifted, embedded = exported[target.device]
+                exported[target.device] = self.export(entry, iset, target.device, here)
+            if not targets:
+                break
+            ep = exported[target.device].ep
             t0 = time.perf_counter()
             try:
                 built = aoti.compile_library(ep, target, self.job.inductor_options, out_dir, self.job.strip)
             except Exception as exc:
                 raise _fail(
-                    where,
+                    here,
                     f"AOTInductor could not compile it for {target.name}",
                     exc,
                     "see the compiler output above; check that a C++ compiler is on PATH of "
                     "the build machine and that inductor-options are valid",
                 ) from exc
             dt = time.perf_counter() - t0
-            out_tree = built.out_tree
             new = built.path.name not in manifest.files
             manifest.files[built.path.name] = FileRecord(built.sha256, built.size)
             artifacts.append(Artifact(target.name, target.device, RULE_AOTI, built.path.name, built.isa))
@@ -262,21 +232,65 @@ class _Compiler:
                 f"{built.size / 1e6:.2f} MB{'' if new else ' (identical to another, stored once)'}"
                 f", ISA {built.isa or '-'}"
             )
-        ep, lifted, embedded = exported.get("cpu") or next(iter(exported.values()))
+        traced = exported.get("cpu") or next(iter(exported.values()))
+        shapes = read_shapes(traced.ep, iset)
+        arg_leaves, in_spec = pytree.tree_flatten(iset.args)
+        leaves = input_leaves(arg_leaves, shapes, iset, here)
+        del arg_leaves
+        guards, weights = plan(traced.recording, traced.lifted, traced.weight_ids, here)
         variant = Variant(
-            in_tree=pytree.treespec_dumps(in_spec),
+            inputs=trees.encode(in_spec, "arguments"),
             leaves=leaves,
-            out_tree=out_tree,
-            weights=tuple(lifted.bindings),
-            modules=tuple(lifted.modules),
-            embedded_constants=tuple(embedded),
+            outputs=traced.outputs.tree,
+            out_leaves=tuple(traced.outputs.leaves),
+            symbols=shapes.symbols(),
+            weights=tuple(weights),
+            guards=tuple(guards),
+            embedded_constants=tuple(traced.embedded),
             artifacts=tuple(artifacts),
+            input_set=iset.index,
+            pinned=dict(iset.pinned),
+            labels=tuple(iset.labels),
         )
+        say(f"{entry.key} ({variant.signature()}): {summary(guards, weights)}")
+        return variant, shapes
+
+    def compile_entry(self, entry: AotEntry, targets: list[Target], staging: Path) -> None:
+        where = _where(entry, self.build_lib)
+        top = top_package(entry.__wrapped__.__module__)
+        if not hasattr(sys.modules.get(top), "__path__"):
+            raise CompileError(
+                f"{where}: the entry is in the top-level module {top!r}, not in a package; "
+                "aot_build ships artifacts inside a package folder. Move the module into a "
+                "package (a folder with __init__.py)"
+            )
+        try:
+            sets = input_sets(entry, where)
+        except AotBuildError as exc:
+            raise CompileError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from exc
+        manifest = self.manifest(top)
+        out_dir = staging / top / ARTIFACT_DIR
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not targets:  # every target was optional and skipped: the manifest says why
+            return
+        variants: list[Variant] = []
+        for iset in sets:
+            generic, shapes = self.variant(entry, iset, targets, out_dir, manifest, where)
+            variants.append(generic)
+            ones = shapes.ones()
+            if ones:
+                try:
+                    copies = pinned_copies(iset, shapes.exprs, ones, shapes.names)
+                except AotBuildError as exc:
+                    raise CompileError(f"{where}: {exc}") from exc
+                for copy in copies:
+                    variants.append(self.variant(entry, copy, targets, out_dir, manifest, where)[0])
         manifest.entries[entry.key] = Entry(
             entry.__wrapped__.__module__,
             entry.__wrapped__.__qualname__,
             where.split("(")[-1].rstrip(")"),
-            (variant,),
+            tuple(variants),
+            method=entry.is_method,
         )
 
     def run(self) -> int:
@@ -289,8 +303,19 @@ class _Compiler:
         targets = self.usable_targets()
         say(f"compiling {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
         t0 = time.perf_counter()
+        failures: list[CompileError] = []
         for entry in entries:
-            self.compile_entry(entry, targets, staging)
+            try:
+                self.compile_entry(entry, targets, staging)
+            except CompileError as exc:
+                failures.append(exc)
+                print(f"\naot-build: error: {exc}\n", file=sys.stderr, flush=True)
+        if failures:
+            names = "\n  ".join(str(f).strip().splitlines()[-2] if len(str(f).strip().splitlines()) > 1 else str(f) for f in failures)
+            raise CompileError(
+                f"{len(failures)} of {len(entries)} entries failed to compile (each error is above); "
+                f"no artifacts were written:\n  {names}"
+            )
         total = 0
         for top, manifest in self.manifests.items():
             manifest.write(staging / top / ARTIFACT_DIR / MANIFEST_NAME)

@@ -1,43 +1,60 @@
 """The ``@aot_entry`` decorator and the callable it returns.
 
 Decorating does no compiling and builds no tensors: it records the function in a registry
-(for the build's discovery step) and looks the function up in its package's manifest (for
-the shim). The artifact itself is loaded on the first call.
+(for the build's discovery step). The shim binds the entry to its package's manifest on the
+first call.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ..errors import EntryError
+from ..names import in_package
+from .calls import CallBinder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ExampleInputs = tuple[Any, ...] | Callable[[], tuple[Any, ...]]
+#: One set of positional arguments, several sets, or a zero-argument callable giving either.
+ExampleInputs = tuple[Any, ...] | list[tuple[Any, ...]] | Callable[[], Any]
 
 _REGISTRY: dict[str, AotEntry] = {}
 _REGISTRY_LOCK = threading.Lock()
+
+
+def _is_compiling() -> bool:
+    """torch.compiler.is_compiling, imported on first use (importing aot_build must not
+    import torch); the global is then rebound so later calls go straight to torch's."""
+    global _is_compiling
+    from torch.compiler import is_compiling
+
+    _is_compiling = is_compiling
+    return is_compiling()
 
 
 class AotEntry:
     """A function compiled ahead of time, callable exactly like the original.
 
     Args:
-        fn: the module-level Python function. Kept as ``__wrapped__``; it runs whenever no
-            artifact fits a call.
-        example_inputs: a tuple of positional arguments, or a zero-argument callable
-            returning one (so that importing the package builds no tensors). The build
-            compiles the function for exactly these shapes, dtypes and plain values.
+        fn: a module-level function, or a method of an ``nn.Module`` subclass. Kept as
+            ``__wrapped__``; it runs whenever no artifact fits a call.
+        example_inputs: one tuple of positional arguments, a list of such tuples (one
+            compiled variant each), or a zero-argument callable returning either (so that
+            importing the package builds no tensors). For a method the tuple starts with
+            the instance (``self``).
+        dynamic_shapes: torch.export's ``dynamic_shapes`` for the example set (one per set
+            for a list), with ``None`` in ``self``'s place for a method.
     """
 
     __wrapped__: Callable[..., Any]
 
-    def __init__(self, fn: Callable[..., Any], example_inputs: ExampleInputs) -> None:
+    def __init__(self, fn: Callable[..., Any], example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> None:
         where = _describe(fn)
         if not isinstance(fn, types.FunctionType):
             raise EntryError(
@@ -46,19 +63,25 @@ class AotEntry:
             )
         if "<locals>" in fn.__qualname__ or "<lambda>" in fn.__qualname__:
             raise EntryError(
-                f"@aot_entry on {where}: only module-level functions can be entries (the "
-                "build finds entries by importing their module); move it to module level"
+                f"@aot_entry on {where}: only module-level functions and methods of module-level "
+                "classes can be entries (the build finds entries by importing their module); "
+                "move it to module level"
             )
-        if not (isinstance(example_inputs, tuple) or callable(example_inputs)):
+        if not (isinstance(example_inputs, (tuple, list)) or callable(example_inputs)):
             raise EntryError(
                 f"@aot_entry on {where}: example_inputs must be a tuple of positional "
-                f"arguments or a zero-argument callable returning one, got "
-                f"{type(example_inputs).__name__}; write example_inputs=(tensor,) for one input"
+                f"arguments, a list of such tuples, or a zero-argument callable returning "
+                f"either, got {type(example_inputs).__name__}; write example_inputs=(tensor,) "
+                "for one input"
             )
         functools.update_wrapper(self, fn)
+        self.binder = CallBinder(fn, where)
         self._example_inputs = example_inputs
+        self._dynamic_shapes = dynamic_shapes
         self._lock = threading.Lock()
-        # Set on first call by the shim: a bound artifact set, or None for plain Python.
+        #: The class a method entry belongs to (set by ``__set_name__``); None for functions.
+        self.owner: type | None = None
+        # Set on first call by the shim: a bound artifact set, or the plain function.
         self._call: Callable[..., Any] | None = None
         with _REGISTRY_LOCK:
             _REGISTRY[self.key] = self
@@ -74,23 +97,44 @@ class AotEntry:
         code = self.__wrapped__.__code__
         return f"{code.co_filename}:{code.co_firstlineno}"
 
-    def example_inputs(self) -> tuple[Any, ...]:
-        """The example arguments, built now if they were given as a callable."""
+    @property
+    def is_method(self) -> bool:
+        return "." in self.__wrapped__.__qualname__
+
+    def input_sets(self) -> list[tuple[tuple[Any, ...], Any]]:
+        """Each example-input set with its ``dynamic_shapes`` (or None), built now if they
+        were given as callables. Raises EntryError naming the entry and the fix."""
         value = self._example_inputs
-        if callable(value):
+        if callable(value) and not isinstance(value, (tuple, list)):
             try:
                 value = value()
             except Exception as exc:
                 raise EntryError(
                     f"{self.key} ({self.source}): example_inputs() raised "
-                    f"{type(exc).__name__}: {exc}; fix the callable so it returns a tuple"
+                    f"{type(exc).__name__}: {exc}; fix the callable so it returns a tuple "
+                    "of arguments or a list of such tuples"
                 ) from exc
-        if not isinstance(value, tuple):
+        if isinstance(value, tuple):
+            sets, dynamic = [value], [self._dynamic_shapes]
+        elif isinstance(value, list) and value and all(isinstance(s, tuple) for s in value):
+            sets = list(value)
+            dynamic = self._dynamic_shapes
+            if dynamic is None:
+                dynamic = [None] * len(sets)
+            elif not isinstance(dynamic, list) or len(dynamic) != len(sets):
+                raise EntryError(
+                    f"{self.key} ({self.source}): example_inputs has {len(sets)} input sets, so "
+                    "dynamic_shapes must be a list with one entry (or None) per set, got "
+                    f"{type(dynamic).__name__}"
+                    + (f" of length {len(dynamic)}" if isinstance(dynamic, list) else "")
+                )
+        else:
             raise EntryError(
                 f"{self.key} ({self.source}): example_inputs must give a tuple of positional "
-                f"arguments, got {type(value).__name__}; wrap a single input as (x,)"
+                f"arguments or a non-empty list of such tuples, got {type(value).__name__}; "
+                "wrap a single input as (x,)"
             )
-        return value
+        return list(zip(sets, dynamic, strict=True))
 
     def loaded_target(self) -> str | None:
         """The target whose artifact serves CPU calls in this process (e.g. ``cpu-avx2``),
@@ -100,13 +144,30 @@ class AotEntry:
         return target() if target is not None else None
 
     def __set_name__(self, owner: type, name: str) -> None:
-        raise EntryError(
-            f"@aot_entry on method {owner.__qualname__}.{name} ({self.source}): entries on "
-            "methods are not supported yet; call a module-level @aot_entry function from "
-            "the method instead"
-        )
+        torch = sys.modules.get("torch")
+        module_base = getattr(getattr(torch, "nn", None), "Module", None)
+        if module_base is None or not issubclass(owner, module_base):
+            raise EntryError(
+                f"@aot_entry on method {owner.__qualname__}.{name} ({self.source}): methods can be "
+                "entries only in torch.nn.Module subclasses (the artifact computes with the "
+                "instance's parameters and buffers); make the class an nn.Module, or call a "
+                "module-level @aot_entry function from the method"
+            )
+        if "<locals>" in owner.__qualname__:
+            raise EntryError(
+                f"@aot_entry on method {owner.__qualname__}.{name} ({self.source}): the class is "
+                "defined inside a function; define it at module level"
+            )
+        self.owner = owner
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _is_compiling():  # the caller is being traced: the entry is plain code to it
+            return self.__wrapped__(*args, **kwargs)
         call = self._call
         if call is None:
             call = self._bind()
@@ -125,16 +186,23 @@ class AotEntry:
 
 
 @overload
-def aot_entry(fn: F, *, example_inputs: ExampleInputs) -> F: ...
+def aot_entry(fn: F, *, example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> F: ...
 @overload
-def aot_entry(*, example_inputs: ExampleInputs) -> Callable[[F], F]: ...
-def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs) -> Any:
-    """Mark a module-level function for ahead-of-time compiling.
+def aot_entry(*, example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> Callable[[F], F]: ...
+def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> Any:
+    """Mark a module-level function, or a method of an ``nn.Module`` subclass, for
+    ahead-of-time compiling.
 
     Args:
         fn: the function (when used without parentheses-call syntax).
-        example_inputs: a tuple of positional arguments, or a zero-argument callable that
-            returns one. Tensors fix the compiled shapes and dtypes; other values are baked in.
+        example_inputs: a tuple of positional arguments, a list of such tuples, or a
+            zero-argument callable returning either. Tensors fix dtypes and (unless
+            ``dynamic_shapes`` says otherwise) shapes; plain values are baked in. For a
+            method, each tuple starts with an instance of the class.
+        dynamic_shapes: torch.export's spelling of dynamic dimensions, per argument:
+            ``{0: Dim("batch", min=1, max=64)}`` or a tuple per dimension; ``None`` for
+            static arguments (and for ``self``). A list with one per input set when
+            ``example_inputs`` is a list.
 
     Returns:
         An :class:`AotEntry` that calls the compiled artifact when one fits the call, and the
@@ -142,7 +210,7 @@ def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs) -> Any:
     """
 
     def wrap(f: Callable[..., Any]) -> AotEntry:
-        return AotEntry(f, example_inputs)
+        return AotEntry(f, example_inputs, dynamic_shapes)
 
     return wrap if fn is None else wrap(fn)
 
@@ -151,13 +219,7 @@ def registered_entries(prefix: str = "") -> list[AotEntry]:
     """Every entry decorated so far whose module is ``prefix`` or below it."""
     with _REGISTRY_LOCK:
         entries = list(_REGISTRY.values())
-    return [
-        e
-        for e in entries
-        if not prefix
-        or e.__wrapped__.__module__ == prefix
-        or e.__wrapped__.__module__.startswith(prefix + ".")
-    ]
+    return [e for e in entries if not prefix or in_package(e.__wrapped__.__module__, prefix)]
 
 
 def _describe(fn: Any) -> str:

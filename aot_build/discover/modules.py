@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..decorate import AotEntry, registered_entries
 from ..errors import CompileError
+from ..names import top_package
 
 
 def list_modules(root: Path, packages: list[str], exclude: list[str]) -> list[str]:
@@ -40,6 +41,6 @@ def discover_entries(modules: list[str], packages: list[str]) -> list[AotEntry]:
                 "missing package to [build-system].requires, or leave the module out with "
                 "[tool.aot-build] exclude = [...]"
             ) from exc
-    tops = {p.split(".")[0] for p in packages}
+    tops = {top_package(p) for p in packages}
     found = [e for top in sorted(tops) for e in registered_entries(top)]
     return sorted({e.key: e for e in found}.values(), key=lambda e: e.key)

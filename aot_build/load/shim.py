@@ -1,17 +1,21 @@
 """Bind an ``@aot_entry`` to its artifacts and run them, or fall back to Python.
 
 A call runs the compiled library only when everything it was compiled for holds: same torch
-release, same argument structure, shapes, dtypes, strides and plain values, a library for
-the arguments' device that this CPU can execute, an intact file, and weights of the shapes
-it was built with. Otherwise the original function runs, with one warning per entry and
-reason (``AOT_BUILD_STRICT=1``: an error instead).
+release, a variant whose argument specs the call meets (dtypes, ranks, fixed sizes, dynamic
+dimensions in range, layout, plain values), package state as the trace saw it (guards),
+weights of the compiled shapes, a library for the arguments' device that this CPU can
+execute, an intact file. Otherwise the original function runs, with one warning per entry
+and failing check (``AOT_BUILD_STRICT=1``: an error instead).
+
+Calls made while the caller is being traced or transformed (torch.compile, torch.export,
+vmap/grad, fake or meta tensors, torch function and dispatch modes) run the Python function
+silently: to such a caller an entry is plain torch code.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,14 +24,28 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _pytree as pytree
 
+from .. import paths, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
-from ..manifest import Artifact, Manifest, TensorSpec, Variant
+from ..manifest import Artifact, Manifest, Variant
+from ..names import top_package
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, manifest_for, open_library, verify
+from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder
 
 if TYPE_CHECKING:
     from ..decorate import AotEntry
+
+_LEAF_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None)})
+_TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
+_CPU = torch.device("cpu")
+
+_is_grad_enabled = torch.is_grad_enabled
+_torch_function_mode = torch._C._is_torch_function_mode_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_functorch_level = torch._C._functorch.peek_interpreter_stack
+_any_autocast = torch._C._is_any_autocast_enabled
+_default_dtype = torch.get_default_dtype
 
 
 def _flag(name: str) -> bool:
@@ -39,113 +57,121 @@ def _release(version: str) -> str:
 
 
 class Miss(Exception):
-    """No artifact fits this call. ``reason`` groups warnings; ``detail`` explains."""
+    """No artifact fits this call. ``reason`` names the kind of mismatch, ``key`` the check
+    (warnings are given once per key), ``detail`` explains."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, key: str = "") -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.key = key or reason
 
 
 class _Fallback:
-    """Runs the Python function, warning once per reason (or raising, in strict mode)."""
+    """Runs the Python function, warning once per failing check (or raising, in strict mode)."""
 
     def __init__(self, entry: AotEntry, strict: bool) -> None:
         self.fn = entry.__wrapped__
         self.key = entry.key
         self.strict = strict
-        self.warned: set[str] = set()
+        self.warned: set[tuple[str, str]] = set()
 
     def __call__(self, miss: Miss, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         msg = f"aot_build: {self.key} runs as plain Python: {miss.detail}"
         if self.strict:
             raise FallbackError(f"{msg} ({ENV_STRICT}=1 makes this an error)")
-        if miss.reason not in self.warned:
-            self.warned.add(miss.reason)
+        key = (miss.reason, miss.key)
+        if key not in self.warned:
+            self.warned.add(key)
             # user code -> AotEntry.__call__ -> _Bound.__call__ (or the always-lambda) -> here
             warnings.warn(msg, FallbackWarning, stacklevel=4)
         return self.fn(*args, **kwargs)
 
 
-def _dtype(name: str) -> torch.dtype:
-    d = getattr(torch, name, None)
-    if not isinstance(d, torch.dtype):
-        raise ManifestError(f"unknown dtype {name!r} in manifest")
-    return d
+_RUNNERS: dict[tuple[str, str], Any] = {}
+_VERIFIED: dict[str, str | None] = {}
+_RUNNERS_LOCK = threading.Lock()
 
 
-def _check(t: Any, spec: TensorSpec, dtype: torch.dtype, device: str, what: str) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise Miss("inputs", f"{what} is {type(t).__name__}, compiled for a tensor")
-    if t.shape != spec.shape or t.dtype != dtype:
-        raise Miss(
-            "inputs",
-            f"{what} is {tuple(t.shape)} {str(t.dtype)[6:]}, compiled for {spec.shape} {spec.dtype}",
-        )
-    if not (t.is_cpu if device == "cpu" else t.device.type == device):
-        raise Miss("device", f"{what} is on {t.device}, no artifact for that device")
-    if t.stride() != spec.stride:
-        raise Miss(
-            "inputs",
-            f"{what} has strides {t.stride()}, compiled for {spec.stride} (pass a contiguous tensor)",
-        )
-
-
-def _path_getter(path: str) -> Callable[[Any], Any]:
-    """Fetch ``a.b.weight`` below an nn.Module (or any object) on every call.
-
-    Reads the modules' own ``_modules``/``_parameters``/``_buffers`` dicts, which is several
-    times cheaper than ``nn.Module.__getattr__`` per level; anything else (properties,
-    parametrizations, plain objects) takes ``getattr``.
-    """
-    *parents, leaf = path.split(".")
-
-    def get(obj: Any) -> Any:
-        for part in parents:
-            children = obj.__dict__.get("_modules") if hasattr(obj, "__dict__") else None
-            obj = children[part] if children and part in children else getattr(obj, part)
-        own = getattr(obj, "__dict__", {})
-        for slot in ("_parameters", "_buffers"):
-            table = own.get(slot)
-            if table and leaf in table:
-                return table[leaf]
-        return getattr(obj, leaf)
-
-    return get
+def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.device) -> Any:
+    """The loaded library for ``art`` on ``device``: verified and opened once per process."""
+    path = folder / art.file
+    key = (str(path), str(device))
+    r = _RUNNERS.get(key)
+    if r is not None:
+        return r
+    with _RUNNERS_LOCK:
+        r = _RUNNERS.get(key)
+        if r is not None:
+            return r
+        if str(path) not in _VERIFIED:
+            record = manifest.files.get(art.file)
+            _VERIFIED[str(path)] = "not listed in the manifest" if record is None else verify(path, record.sha256)
+        problem = _VERIFIED[str(path)]
+        if problem:
+            raise Miss("artifact", f"{problem}; reinstall the package", f"artifact {art.file}")
+        try:
+            r = open_library(path, art.device)
+        except Exception as exc:  # a library the platform refuses
+            raise Miss("artifact", f"cannot load {art.file}: {exc}", f"artifact {art.file}") from exc
+        _RUNNERS[key] = r
+        return r
 
 
 class _VariantRunner:
-    """One compiled variant: checks a call against it and runs the chosen library."""
+    """One compiled variant: its check, its libraries, and how to build the result."""
 
-    def __init__(self, variant: Variant, folder: Path, manifest: Manifest) -> None:
+    def __init__(self, variant: Variant, folder: Path, manifest: Manifest, size_one: frozenset[str]) -> None:
         self.variant = variant
         self.folder = folder
         self.manifest = manifest
-        self.in_spec = pytree.treespec_loads(variant.in_tree)
-        self.flat = all(c.is_leaf() for c in self.in_spec.children()) and self.in_spec.type is tuple
-        self.n_leaves = len(variant.leaves)
-        self.leaves = [(lf, _dtype(lf.tensor.dtype) if lf.tensor else None) for lf in variant.leaves]
-        out_spec = pytree.treespec_loads(variant.out_tree)
-        self.out_spec = None if out_spec.is_leaf() else out_spec
-        self.weights: list[
-            tuple[dict[str, Any], str, Callable[[Any], Any] | None, TensorSpec, torch.dtype, str]
-        ] = []
-        for w in variant.weights:
-            mod = sys.modules.get(w.module) or importlib.import_module(w.module)
-            getter = _path_getter(w.path) if w.path else None
-            label = f"weight {w.module}.{w.name}{'.' + w.path if w.path else ''}"
-            self.weights.append((mod.__dict__, w.name, getter, w.spec, _dtype(w.spec.dtype), label))
-        self.modules = [
-            ((sys.modules.get(m.module) or importlib.import_module(m.module)).__dict__, m.name, m.training)
-            for m in variant.modules
-        ]
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
         for a in variant.artifacts:
             self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
+        self.check: Check = CheckBuilder(variant, "cuda" in self.by_device, size_one).build()
+        self.n_tensors = self.check.n_tensors
+        self.key = tuple(
+            None if lf.tensor is not None else values.decode(lf.value) for lf in variant.leaves
+        )
+        self.dtypes = tuple(
+            getattr(torch, lf.tensor.dtype) if lf.tensor is not None else None for lf in variant.leaves
+        )
+        self.build = self._builder()
         self.cpu_pick: Artifact | Miss | None = None
-        self.runners: dict[str, Any] = {}
+        self.cpu_runner: Any = None
 
-    def _pick_cpu(self) -> Artifact:
+    def dispatch_key(self) -> tuple[Any, ...]:
+        return tuple(d if d is not None else k for d, k in zip(self.dtypes, self.key, strict=True))
+
+    def _builder(self) -> Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any]:
+        consts: list[Any] = []
+
+        def const(value: Any) -> str:
+            consts.append(value)
+            return f"K[{len(consts) - 1}]"
+
+        exprs: list[str] = []
+        k = 0
+        for leaf in self.variant.out_leaves:
+            if leaf.kind == "tensor":
+                exprs.append(f"o[{k}]")
+                k += 1
+            elif leaf.kind == "sym":
+                exprs.append(f"{ {'int': 'int', 'float': 'float'}.get(str(leaf.value), 'bool')}(o[{k}])")
+                k += 1
+            elif leaf.kind == "value":
+                value = values.decode(leaf.value)
+                # mutable values are decoded afresh per call: callers may change them
+                exprs.append(f"{const(values.decode)}({const(leaf.value)})" if isinstance(value, (list, dict)) else const(value))
+            elif leaf.kind == "input":
+                exprs.append(f"a[{leaf.index}]")
+            else:
+                exprs.append(f"r[{self.n_tensors + leaf.index}]")
+        body = trees.build_expr(self.variant.outputs, lambda i: exprs[i], const)
+        fn: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any] = eval(f"lambda o, a, r: {body}", {"K": consts})
+        return fn
+
+    def pick_cpu(self) -> Artifact:
         if self.cpu_pick is None:
             have = {t.name: a for t, a in self.by_device.get("cpu", [])}
             host = host_cpu_targets()
@@ -163,77 +189,58 @@ class _VariantRunner:
             raise self.cpu_pick
         return self.cpu_pick
 
-    def pick(self, device: torch.device) -> Artifact:
+    def runner(self, device: torch.device) -> Any:
         if device.type == "cpu":
-            return self._pick_cpu()
+            if self.cpu_runner is None:
+                self.cpu_runner = _runner(self.folder, self.pick_cpu(), self.manifest, _CPU)
+            return self.cpu_runner
         cap = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
         fits = [a for t, a in self.by_device.get(device.type, []) if cap and cuda_target_fits(t, cap)]
         if not fits:
             raise Miss("device", f"no artifact for {device} (capability {cap})")
-        return max(fits, key=lambda a: a.target)
+        return _runner(self.folder, max(fits, key=lambda a: a.target), self.manifest, device)
 
-    def runner(self, art: Artifact) -> Any:
-        r = self.runners.get(art.file)
-        if r is None:
-            path = self.folder / art.file
-            record = self.manifest.files.get(art.file)
-            problem = "not listed in the manifest" if record is None else verify(path, record.sha256)
-            if problem:
-                raise Miss("artifact", f"{problem}; reinstall the package")
-            try:
-                r = open_library(path, art.device)
-            except Exception as exc:  # a library the platform refuses
-                raise Miss("artifact", f"cannot load {art.file}: {exc}") from exc
-            self.runners[art.file] = r
-        return r
+    def failure(self, code: int, self_obj: Any, leaves: tuple[Any, ...]) -> Miss:
+        if code == EXCEPTION:
+            return Miss("state", _explain_exception(self.variant, self_obj), "unreachable path")
+        f = self.check.failures[code]
+        try:
+            detail = f.explain(self_obj, leaves)
+        except Exception as exc:  # describing must never fail the call
+            detail = f"{f.key} differs ({type(exc).__name__})"
+        return Miss(f.reason, detail, f.key)
 
-    def run(self, args: tuple[Any, ...]) -> Any:
-        if self.flat:
-            if len(args) != self.n_leaves:
-                raise Miss("inputs", f"called with {len(args)} arguments, compiled for {self.n_leaves}")
-            flat: list[Any] | tuple[Any, ...] = args
-        else:
-            flat, tree = pytree.tree_flatten(args)
-            if tree != self.in_spec:
-                raise Miss("inputs", f"argument structure {tree} differs from the compiled {self.in_spec}")
-        tensors: list[torch.Tensor] = []
-        device: torch.device | None = None
-        for i, (v, (lf, dtype)) in enumerate(zip(flat, self.leaves, strict=True)):
-            if lf.tensor is None:
-                if type(v) is not type(lf.value) or v != lf.value:
-                    raise Miss("inputs", f"argument leaf {i} is {v!r}, compiled for {lf.value!r}")
-                continue
-            if device is None and isinstance(v, torch.Tensor):
-                device = v.device
-            assert dtype is not None
-            _check(v, lf.tensor, dtype, device.type if device else "cpu", f"argument leaf {i}")
-            tensors.append(v)
-        art = self.pick(device or torch.device("cpu"))
-        for d, name, training in self.modules:
-            obj = d.get(name)
-            if getattr(obj, "training", training) != training:
-                raise Miss(
-                    "weights",
-                    f"module global {name} has training={not training}, compiled with "
-                    f"training={training}; call .{'train' if training else 'eval'}()",
-                )
-        for d, name, getter, spec, dtype, label in self.weights:
+    def run(self, r: tuple[Any, ...], leaves: tuple[Any, ...]) -> Any:
+        device = r[0].device if self.n_tensors and not r[0].is_cpu else _CPU
+        runner = self.cpu_runner if device is _CPU and self.cpu_runner is not None else self.runner(device)
+        if self.check.weights_need_grad and _is_grad_enabled():
+            raise Miss("autograd", _AUTOGRAD_WEIGHTS)
+        try:
+            out = runner.run(r)
+        except Exception as exc:
+            raise Miss("artifact", f"the library failed: {type(exc).__name__}: {exc}", "library error") from exc
+        return self.build(out, leaves, r)
+
+
+_AUTOGRAD_WEIGHTS = (
+    "weights require grad and grad mode is on; artifacts are inference-only: call under "
+    "torch.no_grad()/torch.inference_mode() or requires_grad_(False) the weights"
+)
+
+
+def _explain_exception(variant: Variant, self_obj: Any) -> str:
+    for g in variant.guards:
+        try:
+            paths.resolve(g.path, self_obj, upto=None if g.kind != "absent" else len(g.path.steps) - 1)
+        except LookupError as exc:
+            return f"{g.path.label()} no longer exists ({exc})"
+    for w in variant.weights:
+        for p in w.paths:
             try:
-                t = d[name] if getter is None else getter(d[name])
-            except (KeyError, AttributeError) as exc:
-                raise Miss(
-                    "weights", f"global {name} no longer holds the weight it was compiled with ({exc})"
-                ) from exc
-            _check(t, spec, dtype, art.device, label)
-            tensors.append(t)
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            raise Miss(
-                "autograd",
-                "inputs or weights require grad and grad mode is on; artifacts are inference-"
-                "only: call under torch.no_grad()/torch.inference_mode() or requires_grad_(False)",
-            )
-        out = self.runner(art).run(tensors)
-        return out[0] if self.out_spec is None else pytree.tree_unflatten(out, self.out_spec)
+                paths.resolve(p, self_obj)
+            except LookupError as exc:
+                return f"weight {p.label()} no longer exists ({exc})"
+    return "package state differs from what was compiled (a guarded object changed type)"
 
 
 def bind(entry: AotEntry) -> Callable[..., Any]:
@@ -242,7 +249,7 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
     if _flag(ENV_DISABLE):
         return fn
     fallback = _Fallback(entry, _flag(ENV_STRICT))
-    top = fn.__module__.split(".")[0]
+    top = top_package(fn.__module__)
 
     def always(reason: str, detail: str) -> Callable[..., Any]:
         miss = Miss(reason, detail)
@@ -278,41 +285,121 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
     folder = artifact_dir(top)
     assert folder is not None
     try:
-        variants = [_VariantRunner(v, folder, manifest) for v in record.variants]
-    except (ManifestError, ImportError, ValueError) as exc:
-        return always("manifest", f"cannot use its manifest record: {exc}")
-
-    return _Bound(variants, fallback)
+        size_one: dict[int, frozenset[str]] = {}
+        for v in record.variants:
+            size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.pinned)
+        variants = [_VariantRunner(v, folder, manifest, size_one[v.input_set]) for v in record.variants]
+    except (ManifestError, LookupError, ValueError, TypeError, trees.TreeError, SyntaxError) as exc:
+        return always("manifest", f"cannot use its manifest record: {type(exc).__name__}: {exc}")
+    if not variants:
+        return always("manifest", "the manifest lists no compiled variant (every target was skipped)")
+    default_dtype = getattr(torch, manifest.default_dtype, None)
+    if not isinstance(default_dtype, torch.dtype):
+        return always("manifest", f"unknown default dtype {manifest.default_dtype!r}")
+    return _Bound(entry, variants, fallback, default_dtype)
 
 
 class _Bound:
-    """An entry bound to its manifest record: tries each variant, else falls back."""
+    """An entry bound to its compiled variants: dispatches each call, else falls back."""
 
-    def __init__(self, variants: list[_VariantRunner], fallback: _Fallback) -> None:
+    def __init__(
+        self, entry: AotEntry, variants: list[_VariantRunner], fallback: _Fallback, default_dtype: torch.dtype
+    ) -> None:
+        self.fn = entry.__wrapped__
+        self.binder = entry.binder
+        self.method = entry.is_method
         self.variants = variants
         self.fallback = fallback
+        self.default_dtype = default_dtype
+        # Variants by argument structure, then by (dtype or plain value) per leaf; the more
+        # specific (fixed sizes, size-1) before the dynamic ones.
+        self.structures: list[tuple[pytree.TreeSpec, int, dict[tuple[Any, ...], list[_VariantRunner]]]] = []
+        for v in sorted(variants, key=lambda v: -len(v.variant.pinned)):
+            spec = trees.decode(v.variant.inputs)
+            table = next((t for s, _, t in self.structures if s == spec), None)
+            if table is None:
+                table = {}
+                self.structures.append((spec, len(v.variant.leaves), table))
+            table.setdefault(v.dispatch_key(), []).append(v)
+        self.flat = {n for s, n, _ in self.structures if _is_flat(s, n)}
+        self.single = variants[0] if len(variants) == 1 else None
 
     def cpu_target(self) -> str | None:
         """The CPU target this host loads for the entry, None when none fits."""
         for v in self.variants:
             try:
-                return v._pick_cpu().target
+                return v.pick_cpu().target
             except Miss:
                 continue
         return None
 
+    def _candidates(self, rest: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[_VariantRunner]] | Miss:
+        if len(rest) in self.flat and all(type(a) in _LEAF_TYPES for a in rest):
+            leaves: tuple[Any, ...] = rest
+            spec = None
+        else:
+            flat, spec = pytree.tree_flatten(rest)
+            leaves = tuple(flat)
+        for s, n, table in self.structures:
+            if (spec is None and n == len(leaves) and len(rest) in self.flat and _is_flat(s, n)) or s == spec:
+                key = tuple(a.dtype if type(a) in _TENSOR_TYPES else a for a in leaves)
+                try:
+                    found = table.get(key)
+                except TypeError:  # an unhashable plain value
+                    found = None
+                if found:
+                    return leaves, found
+                first = next(iter(table.values()))
+                return leaves, first
+        compiled = trees.decode(self.variants[0].variant.inputs)
+        got = spec if spec is not None else pytree.tree_flatten(rest)[1]
+        return Miss("inputs", f"argument structure {got} differs from the compiled {compiled}", "argument structure")
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
+        if _torch_function_mode() or _dispatch_modes() or _functorch_level() is not None:
+            return self.fn(*args, **kwargs)  # traced or transformed: plain torch code to the caller
+        if _any_autocast():
             return self.fallback(
-                Miss("inputs", "called with keyword arguments; artifacts take positional arguments"),
+                Miss("autocast", "autocast is enabled: eager would compute in lower precision; "
+                     "artifacts are compiled without autocast"), args, kwargs)
+        if _default_dtype() is not self.default_dtype:
+            return self.fallback(
+                Miss("dtype", f"the default dtype is {_default_dtype()}, compiled with {self.default_dtype}"),
                 args,
                 kwargs,
             )
-        miss: Miss | None = None
-        for v in self.variants:
+        canonical = self.binder.bind(args, kwargs)
+        if canonical is None:
+            return self.fn(*args, **kwargs)  # the function raises its own TypeError
+        self_obj = canonical[0] if self.method else None
+        rest = canonical[1:] if self.method else canonical
+        single = self.single
+        if single is not None and len(rest) in self.flat and all(type(a) in _LEAF_TYPES for a in rest):
+            candidates = [single]
+            leaves = rest
+        else:
+            found = self._candidates(rest)
+            if isinstance(found, Miss):
+                return self.fallback(found, args, kwargs)
+            leaves, candidates = found
+        last: tuple[int, _VariantRunner] | None = None
+        for v in candidates:
+            r = v.check.fast(self_obj, *leaves)
+            if r == WEIGHTS_CHANGED:
+                r = v.check.weights_changed(self_obj, leaves)
+                if isinstance(r, str):
+                    return self.fallback(Miss("weights", r, r.split(" is ")[0]), args, kwargs)
+            if type(r) is int:
+                last = (r, v)  # candidates go most pinned first: the last is the dynamic one
+                continue
             try:
-                return v.run(args)
-            except Miss as m:
-                miss = miss or m
-        assert miss is not None
-        return self.fallback(miss, args, kwargs)
+                return v.run(r, leaves)
+            except Miss as miss:
+                return self.fallback(miss, args, kwargs)
+        assert last is not None
+        code, variant = last
+        return self.fallback(variant.failure(code, self_obj, leaves), args, kwargs)
+
+
+def _is_flat(spec: pytree.TreeSpec, n: int) -> bool:
+    return spec.type is tuple and spec.num_children == n and all(c.is_leaf() for c in spec.children())

@@ -15,6 +15,7 @@ from setuptools.errors import SetupError
 
 from ..constants import ARTIFACT_DIR
 from ..discover import list_modules
+from ..names import top_package
 from ..settings import Settings
 
 
@@ -47,7 +48,7 @@ class build_aot(Command):
         build_lib = Path(self.build_lib).resolve()
         modules = self.settings.modules or list_modules(build_lib, packages, self.settings.exclude)
         modules += [m for m in (build_py.py_modules or []) if m not in modules]
-        tops = sorted({p.split(".")[0] for p in packages})
+        tops = sorted({top_package(p) for p in packages})
         targets = self.settings.targets
         wheel_cmd = self.distribution.command_obj.get("bdist_wheel")
         override = getattr(wheel_cmd, "aot_build_targets", None)

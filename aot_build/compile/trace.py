@@ -1,0 +1,198 @@
+"""Trace one variant of an entry with torch.export, its weights lifted to inputs, while
+recording what it reads (record.py).
+
+First the entry runs eagerly on the example under the recorder: every pre-existing tensor it
+reads from package state is a weight, lifted by the path it was read through. Then
+torch.export traces it with those weights substituted by the export's own inputs; a tensor
+the export reads that was not lifted yet (a branch only export takes) is lifted too, and the
+export runs again. The last export's recording is what the artifact depends on.
+
+The traced module returns only tensors (and sizes), so AOTInductor compiles it; plain values
+in the output, outputs that are the caller's own arguments or weights, and the output's
+container types are recorded and rebuilt by the shim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .. import trees
+from ..errors import CompileError
+from ..manifest import ObjPath, OutLeaf
+from ..values import Unencodable, encode
+from .inputs import InputSet
+from .lifting import Lifted
+from .record import Recorder, Recording
+
+_SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_MAX_EXPORTS = 3
+
+
+@dataclass
+class Outputs:
+    """How the library's outputs become the function's result."""
+
+    tree: Any
+    leaves: list[OutLeaf]
+
+
+@dataclass
+class Traced:
+    ep: torch.export.ExportedProgram
+    lifted: Lifted
+    recording: Recording
+    outputs: Outputs
+    recorder: Recorder
+    weight_ids: dict[int, int]
+    embedded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def _register_dataclasses(value: Any) -> None:
+    """torch.export flattens outputs with pytree; plain dataclasses are not registered
+    there by default. Registering them in this (build) process is enough: the shim rebuilds
+    them from their fields."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(value) not in pytree.SUPPORTED_NODES:
+            torch.export.register_dataclass(type(value))
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            _register_dataclasses(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _register_dataclasses(v)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _register_dataclasses(getattr(value, f.name))
+
+
+def split_outputs(
+    out: Any, arg_leaves: list[Any], weights: tuple[Any, ...], where: str
+) -> tuple[list[Any], Outputs]:
+    """The library's outputs (tensors and sizes) and how to rebuild the result."""
+    leaves, spec = pytree.tree_flatten(out)
+    try:
+        tree = trees.encode(spec, "output")
+    except trees.TreeError as exc:
+        raise CompileError(f"{where}: {exc}") from exc
+    keep: list[Any] = []
+    kinds: list[OutLeaf] = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.Tensor):
+            same_arg = next((k for k, a in enumerate(arg_leaves) if a is leaf), None)
+            same_weight = next((k for k, w in enumerate(weights) if w is leaf), None)
+            if same_arg is not None:
+                kinds.append(OutLeaf("input", index=same_arg))
+            elif same_weight is not None:
+                kinds.append(OutLeaf("weight", index=same_weight))
+            else:
+                keep.append(leaf)
+                kinds.append(OutLeaf("tensor"))
+        elif isinstance(leaf, _SYM):
+            keep.append(leaf)
+            kinds.append(OutLeaf("sym", value={torch.SymInt: "int", torch.SymFloat: "float"}.get(type(leaf), "bool")))
+        else:
+            try:
+                kinds.append(OutLeaf("value", value=encode(leaf)))
+            except Unencodable as exc:
+                raise CompileError(
+                    f"{where}: output leaf {i} is {exc}; an entry may return tensors and plain "
+                    "values (int, float, bool, str, None), in tuples, lists, dicts, NamedTuples, "
+                    "dataclasses and pytree-registered types"
+                ) from exc
+    return keep, Outputs(tree, kinds)
+
+
+class _Traced(torch.nn.Module):
+    """Calls the entry with the lifted weights substituted at their paths, under the
+    recorder; returns the tensors of the result."""
+
+    def __init__(self, call: Callable[[tuple[Any, ...]], Any], lifted: Lifted, recorder: Recorder, self_obj: Any, where: str) -> None:
+        super().__init__()
+        self._call = call
+        self._lifted = lifted
+        self._recorder = recorder
+        # a plain tuple: assigned directly, an nn.Module would become this module's child and
+        # export would treat its parameters as this module's own
+        self._self_obj = (self_obj,)
+        self._where = where
+        # results live on a plain object: export restores attributes set on the module
+        self.result = _Result()
+
+    def forward(self, args: tuple[Any, ...], weights: tuple[torch.Tensor, ...]) -> Any:
+        self.result.weight_ids = {id(w): i for i, w in enumerate(weights)}
+        with self._lifted.bound(weights, self._self_obj[0]), self._recorder.watching() as rec:
+            out = self._call(args)
+        self.result.recording = rec
+        keep, self.result.outputs = split_outputs(out, pytree.tree_leaves(args), weights, self._where)
+        return tuple(keep)
+
+
+class _Result:
+    def __init__(self) -> None:
+        self.recording = Recording()
+        self.outputs: Outputs | None = None
+        self.weight_ids: dict[int, int] = {}
+
+
+def _to(device: str, value: Any) -> Any:
+    return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
+
+
+def unlifted_reads(rec: Recording, recorder: Recorder, weight_ids: dict[int, int]) -> list[tuple[ObjPath, torch.Tensor]]:
+    """Pre-existing package tensors the run read that are not weights yet."""
+    return [
+        (path, value)
+        for path, value in rec.reads.items()
+        if isinstance(value, torch.Tensor) and id(value) not in weight_ids and id(value) in recorder.known
+    ]
+
+
+def trace(fn: Callable[..., Any], iset: InputSet, package: str, device: str, where: str) -> Traced:
+    """Export ``fn`` on ``iset`` for ``device``; see the module docstring."""
+    self_obj = iset.self_obj
+    roots = [(ObjPath(("self",)), self_obj)] if self_obj is not None else []
+    recorder = Recorder(package, roots)
+
+    def call(args: tuple[Any, ...]) -> Any:
+        return fn(self_obj, *args) if self_obj is not None else fn(*args)
+
+    lifted = Lifted()
+    try:
+        with torch.no_grad(), recorder.watching() as rec:
+            eager = call(iset.args)
+    except Exception as exc:
+        raise CompileError(
+            f"{where}: the function raised {type(exc).__name__} when run on example_inputs: {exc}\n  "
+            "fix the function or example_inputs so that it runs as plain Python first"
+        ) from exc
+    _register_dataclasses(eager)
+    for path, tensor in unlifted_reads(rec, recorder, {}):
+        lifted.add(path, tensor)
+    for _ in range(_MAX_EXPORTS):
+        traced = _Traced(call, lifted, recorder, self_obj, where)
+        args = _to(device, iset.args)
+        weights = tuple(t.detach().to(device) for t in lifted.tensors)
+        ep = torch.export.export(
+            traced,
+            (args, weights),
+            dynamic_shapes=(iset.export_spec(), (None,) * len(weights)),
+            strict=False,
+        )
+        result = traced.result
+        new = unlifted_reads(result.recording, recorder, result.weight_ids)
+        if not new:
+            assert result.outputs is not None
+            for path, value in result.recording.reads.items():
+                i = result.weight_ids.get(id(value))
+                if i is not None:
+                    lifted.add(path, lifted.tensors[i])
+            return Traced(ep, lifted, result.recording, result.outputs, recorder, result.weight_ids)
+        for path, tensor in new:
+            lifted.add(path, tensor)
+    raise CompileError(f"{where}: torch.export kept reading new package tensors after {_MAX_EXPORTS} exports")

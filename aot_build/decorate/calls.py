@@ -1,0 +1,70 @@
+"""An entry's calling convention: every call, and every example-input set, is bound to the
+function's signature (``inspect.Signature.bind`` semantics, defaults applied) and becomes one
+canonical tuple with a value per parameter, in signature order. ``f(x)``, ``f(x, None)`` and
+``f(x, mask=None)`` are then the same call."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import EntryError
+
+_REQUIRED = inspect.Parameter.empty
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+class CallBinder:
+    """Binds calls of one function to canonical tuples.
+
+    Args:
+        fn: the entry's Python function.
+        where: names it in errors (``module:qualname (file:line)``).
+    """
+
+    def __init__(self, fn: Callable[..., Any], where: str) -> None:
+        self.signature = inspect.signature(fn)
+        params = list(self.signature.parameters.values())
+        variadic = [p for p in params if p.kind in _VARIADIC]
+        if variadic:
+            stars = ", ".join(("*" if p.kind == p.VAR_POSITIONAL else "**") + p.name for p in variadic)
+            raise EntryError(
+                f"@aot_entry on {where}: the function takes {stars}; an artifact serves a fixed "
+                "set of parameters. Name every parameter (give optional ones a default)"
+            )
+        self.names = tuple(p.name for p in params)
+        self.defaults = tuple(p.default for p in params)
+        self._n_positional = sum(p.kind != p.KEYWORD_ONLY for p in params)
+        # first index from which every parameter has a default: f(x) fills them in
+        first = len(params)
+        while first > 0 and self.defaults[first - 1] is not _REQUIRED:
+            first -= 1
+        self._first_default = first
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The canonical tuple of a call, or None when the call does not fit the signature
+        (the Python function then runs and raises its own TypeError)."""
+        n = len(args)
+        if not kwargs:
+            if n == len(self.names):
+                return args
+            if self._first_default <= n < len(self.names) and n <= self._n_positional:
+                return args + self.defaults[n:]
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        return tuple(bound.arguments[name] for name in self.names)
+
+    def bind_example(self, example: tuple[Any, ...], where: str) -> tuple[Any, ...]:
+        """An example-input tuple (positional arguments) as a canonical tuple."""
+        canonical = self.bind(example, {})
+        if canonical is None:
+            raise EntryError(
+                f"{where}: example_inputs gives {len(example)} positional value(s), but the "
+                f"function's parameters are ({', '.join(self.names)}); give one value per "
+                "parameter, in order (parameters with defaults may be left out at the end)"
+            )
+        return canonical

@@ -1,0 +1,508 @@
+"""Generate one variant's per-call check as a single straight-line Python function.
+
+The function takes ``self`` (or None) and the flattened arguments, and either returns the
+tuple of tensors to pass to the library (tensor arguments, then weights) or the number of
+the first check that failed. It does, in order:
+
+* the arguments: type, dtype, rank, every dimension (fixed sizes, symbol ranges, equal
+  sizes for a shared symbol, derived sizes), layout, device, plain values;
+* every guard on package state (``manifest.GUARD_KINDS``), walking each path once, with
+  shared prefixes in local variables;
+* every weight, read by its path (tied paths checked to hold the same tensor), and their
+  metadata in one C++ call (torch's ``TensorGuards``: dtype, device, sizes, strides,
+  requires_grad) against the weights seen when the check was last (re)built.
+
+Nothing from the manifest is pasted into the source as code: names and values are passed
+as constants (``K[i]``); only attribute names that are Python identifiers appear as such.
+Any exception inside (a path that no longer exists) is a failed check too.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import paths, values
+from ..manifest import UNBOUNDED, Guard, ObjPath, TensorSpec, Variant
+from ..names import resolve
+
+_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+_ACCESS = {"param": "_parameters", "buffer": "_buffers", "child": "_modules"}
+
+#: Returned by a check when an exception (not a failed comparison) stopped it.
+EXCEPTION = -2
+#: Returned by a check when the weights' metadata differs from the last verified one.
+WEIGHTS_CHANGED = -1
+
+
+def _dtype(name: str) -> torch.dtype:
+    d = getattr(torch, name, None)
+    if not isinstance(d, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r} in manifest")
+    return d
+
+
+class _PythonTensorGuards:
+    """Stand-in for torch's C++ TensorGuards: the same facts, checked in Python."""
+
+    def __init__(self, *tensors: torch.Tensor) -> None:
+        self.facts = [(t.dtype, t.device, t.shape, t.stride(), t.requires_grad) for t in tensors]
+
+    def check(self, *tensors: torch.Tensor) -> bool:
+        return len(tensors) == len(self.facts) and all(
+            (t.dtype, t.device, t.shape, t.stride(), t.requires_grad) == f
+            for t, f in zip(tensors, self.facts, strict=True)
+        )
+
+
+def tensor_guards(tensors: tuple[torch.Tensor, ...]) -> Any:
+    """A fast checker that ``tensors`` keep their current metadata."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+
+        return TensorGuards(
+            *tensors,
+            dynamic_dims_sizes=[list(t.shape) for t in tensors],
+            dynamic_dims_strides=[list(t.stride()) for t in tensors],
+        )
+    except (ImportError, TypeError, RuntimeError):
+        return _PythonTensorGuards(*tensors)
+
+
+class _AlwaysTrue:
+    @staticmethod
+    def check(*_: Any) -> bool:
+        return True
+
+
+@dataclass
+class Failure:
+    """What a failed check means: the fallback reason, a stable key for warning once,
+    and a function that describes the failure for this call."""
+
+    reason: str
+    key: str
+    explain: Callable[[Any, tuple[Any, ...]], str]
+
+
+class _Source:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: list[Any] = []
+        self.failures: list[Failure] = []
+        self._const_ids: dict[int, str] = {}
+
+    def const(self, value: Any) -> str:
+        key = id(value)
+        if key in self._const_ids and self.consts[int(self._const_ids[key][2:-1])] is value:
+            return self._const_ids[key]
+        self.consts.append(value)
+        name = f"K[{len(self.consts) - 1}]"
+        self._const_ids[key] = name
+        return name
+
+    def fail(self, reason: str, key: str, explain: Callable[[Any, tuple[Any, ...]], str]) -> str:
+        self.failures.append(Failure(reason, key, explain))
+        return f"return {len(self.failures) - 1}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+
+def _attr(expr: str, name: Any, src: _Source) -> str:
+    if isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__"):
+        return f"{expr}.{name}"
+    return f"getattr({expr}, {src.const(name)})"
+
+
+def _describe_value(v: Any) -> str:
+    return f"{type(v).__name__} {values.describe(v)}"
+
+
+class CheckBuilder:
+    """Builds the check of one variant; see the module docstring.
+
+    Args:
+        variant: the manifest record.
+        device_types: the device types the variant has artifacts for.
+        module_base: ``torch.nn.Module``.
+    """
+
+    def __init__(self, variant: Variant, cuda: bool, size_one: frozenset[str] = frozenset()) -> None:
+        self.v = variant
+        self.cuda = cuda
+        self.size_one = size_one
+        self.src = _Source()
+        self._vars: dict[ObjPath, str] = {}
+        self._classes: dict[ObjPath, type] = {}
+        self._n = 0
+
+    def _new(self) -> str:
+        self._n += 1
+        return f"v{self._n}"
+
+    # ------------------------------------------------------------------ arguments
+
+    def _inputs(self) -> list[str]:
+        src, v = self.src, self.v
+        tensors: list[str] = []
+        syms: dict[str, str] = {}
+        first_tensor = True
+        for i, lf in enumerate(v.leaves):
+            a = f"a{i}"
+            label = v.label(i)
+            if lf.tensor is None:
+                expected = values.decode(lf.value)
+                fail = src.fail(
+                    "inputs",
+                    f"{label} value",
+                    lambda s, args, i=i, label=label, e=expected: (
+                        f"{label} is {_describe_value(args[i])}, compiled for {_describe_value(e)}"
+                    ),
+                )
+                if expected is None or type(expected) is bool:
+                    src.emit(f"if {a} is not {expected!r}: {fail}")
+                elif type(expected) is float and math.isnan(expected):
+                    src.emit(f"if type({a}) is not float or {a} == {a}: {fail}")
+                else:
+                    src.emit(f"if type({a}) is not {src.const(type(expected))} or {a} != {src.const(expected)}: {fail}")
+                continue
+            spec = lf.tensor
+            tensors.append(a)
+            fail = src.fail(
+                "inputs",
+                f"{label} type",
+                lambda s, args, i=i, label=label: f"{label} is {type(args[i]).__name__}, compiled for a torch.Tensor",
+            )
+            src.emit(f"if type({a}) is not T0 and type({a}) is not T1: {fail}")
+            dtype = _dtype(spec.dtype)
+            fail = src.fail(
+                "inputs",
+                f"{label} dtype",
+                lambda s, args, i=i, label=label, d=spec.dtype: f"{label} is {str(args[i].dtype)[6:]}, compiled for {d}",
+            )
+            src.emit(f"if {a}.dtype is not {src.const(dtype)}: {fail}")
+            if not self.cuda:
+                fail = src.fail(
+                    "device", f"{label} device", lambda s, args, i=i, label=label: f"{label} is on {args[i].device}, artifacts are for the CPU"
+                )
+                src.emit(f"if not {a}.is_cpu: {fail}")
+            elif first_tensor:
+                src.emit(f"dev = {a}.device")
+            else:
+                fail = src.fail(
+                    "device", f"{label} device", lambda s, args, i=i, label=label: f"{label} is on {args[i].device}, another argument is not"
+                )
+                src.emit(f"if {a}.device != dev: {fail}")
+            first_tensor = False
+            sh = f"s{i}"
+            src.emit(f"{sh} = {a}.shape")
+            fail = src.fail(
+                "inputs",
+                f"{label} rank",
+                lambda s, args, i=i, label=label, n=len(spec.dims): f"{label} has {args[i].dim()} dimensions, compiled for {n}",
+            )
+            src.emit(f"if len({sh}) != {len(spec.dims)}: {fail}")
+            for j, d in enumerate(spec.dims):
+                self._dim(a, sh, i, j, d, label, syms)
+            if spec.layout == "contiguous":
+                fail = src.fail(
+                    "inputs",
+                    f"{label} layout",
+                    lambda s, args, label=label: f"{label} is not contiguous; pass a contiguous tensor (.contiguous())",
+                )
+                src.emit(f"if not {a}.is_contiguous(): {fail}")
+            elif spec.layout == "channels_last":
+                fail = src.fail(
+                    "inputs",
+                    f"{label} layout",
+                    lambda s, args, label=label: f"{label} is not channels_last; pass .contiguous(memory_format=torch.channels_last)",
+                )
+                src.emit(f"if not {a}.is_contiguous(memory_format={src.const(torch.channels_last)}): {fail}")
+            else:
+                fail = src.fail(
+                    "inputs",
+                    f"{label} strides",
+                    lambda s, args, i=i, label=label, st=spec.stride: f"{label} has strides {args[i].stride()}, compiled for {st}",
+                )
+                src.emit(f"if {a}.stride() != {src.const(tuple(spec.stride))}: {fail}")
+        return tensors
+
+    def _dim(self, a: str, sh: str, i: int, j: int, d: Any, label: str, syms: dict[str, str]) -> None:
+        src = self.src
+        what = f"{label} dimension {j}"
+
+        def size(args: tuple[Any, ...]) -> int:
+            return int(args[i].shape[j])
+
+        if isinstance(d, int):
+            fail = src.fail("inputs", what, lambda s, args: f"{what} is {size(args)}, compiled for {d}")
+            src.emit(f"if {sh}[{j}] != {d}: {fail}")
+            return
+        sym, mul, add = (d, 1, 0) if isinstance(d, str) else (d["sym"], d["mul"], d["add"])
+        lo, hi = self.v.symbols.get(sym, (0, UNBOUNDED))
+        rng = f"{lo}..{hi if hi < UNBOUNDED else 'inf'}" + (" (and 1, by its own artifact)" if sym in self.size_one else "")
+        if sym in syms:
+            fail = src.fail(
+                "inputs",
+                what,
+                lambda s, args: f"{what} is {size(args)}, compiled to equal {mul}*{sym}+{add} of the other arguments",
+            )
+            src.emit(f"if {sh}[{j}] != {mul} * {syms[sym]} + {add}: {fail}")
+            return
+        var = f"sym{len(syms)}"
+        syms[sym] = var
+        fail = src.fail(
+            "inputs",
+            f"{what} range",
+            lambda s, args: f"{what} ({sym}) is {size(args)}, compiled for {sym} {rng}"
+            + (f" (size = {mul}*{sym}+{add})" if (mul, add) != (1, 0) else ""),
+        )
+        if (mul, add) == (1, 0):
+            src.emit(f"{var} = {sh}[{j}]")
+        else:
+            src.emit(f"{var}, rem = divmod({sh}[{j}] - {add}, {mul})")
+            src.emit(f"if rem: {fail}")
+        src.emit(f"if not {lo} <= {var} <= {hi}: {fail}")
+
+    # ------------------------------------------------------------------ package state
+
+    def _path(self, path: ObjPath) -> str:
+        """A local variable holding the object at ``path`` (emitting the reads)."""
+        if path in self._vars:
+            return self._vars[path]
+        src = self.src
+        var = self._new()
+        if not path.steps:
+            if path.root[0] == "self":
+                return "a_self"
+            module_dict = paths.root_object(path).__dict__
+            src.emit(f"{var} = {src.const(module_dict)}[{src.const(path.root[2])}]")
+        else:
+            kind, key = path.steps[-1]
+            parent = self._path(ObjPath(path.root, path.steps[:-1]))
+            if kind == "attr":
+                src.emit(f"{var} = {parent}.__dict__[{src.const(key)}]")
+            elif kind in _ACCESS:
+                src.emit(f"{var} = {parent}.{_ACCESS[kind]}[{src.const(key)}]")
+            elif kind == "item":
+                src.emit(f"{var} = {parent}[{src.const(key)}]")
+            else:
+                src.emit(f"{var} = {_attr(parent, key, src)}")
+        self._vars[path] = var
+        return var
+
+    def _guard(self, g: Guard) -> None:
+        src = self.src
+        label = g.path.label()
+        if g.kind == "absent":
+            parent = self._path(ObjPath(g.path.root, g.path.steps[:-1]))
+            name = g.path.steps[-1][1]
+            fail = src.fail(
+                "state", f"{label} absent", lambda s, args: f"{label} is now set on the instance (it was not when compiled)"
+            )
+            cls = self._classes.get(ObjPath(g.path.root, g.path.steps[:-1]))
+            tables = ["__dict__"]
+            if cls is not None and issubclass(cls, torch.nn.Module):
+                tables += list(_ACCESS.values())
+            cond = " or ".join(f"{src.const(name)} in {parent}.{t}" for t in tables)
+            src.emit(f"if {cond}: {fail}")
+            return
+        var = self._path(g.path)
+        if g.kind == "value":
+            expected = values.decode(g.expect)
+            fail = src.fail(
+                "state",
+                f"{label} value",
+                lambda s, args: f"{label} is {_describe_now(g.path, s)}, compiled for {_describe_value(expected)}",
+            )
+            if expected is None or type(expected) is bool:
+                src.emit(f"if {var} is not {expected!r}: {fail}")
+            elif type(expected) is float and math.isnan(expected):
+                src.emit(f"if type({var}) is not float or {var} == {var}: {fail}")
+            else:
+                src.emit(f"if type({var}) is not {src.const(type(expected))} or {var} != {src.const(expected)}: {fail}")
+        elif g.kind in ("type", "ident"):
+            obj = resolve(str(g.expect))
+            if g.kind == "type":
+                self._classes[g.path] = obj
+                fail = src.fail(
+                    "state",
+                    f"{label} type",
+                    lambda s, args: f"{label} is a {_type_now(g.path, s)}, compiled for {obj.__module__}.{obj.__qualname__}",
+                )
+                src.emit(f"if type({var}) is not {src.const(obj)}: {fail}")
+            else:
+                fail = src.fail(
+                    "state", f"{label} ident", lambda s, args: f"{label} was replaced (compiled for {g.expect})"
+                )
+                src.emit(f"if {var} is not {src.const(obj)}: {fail}")
+        elif g.kind == "len":
+            n = int(g.expect)
+            fail = src.fail(
+                "state",
+                f"{label} len",
+                lambda s, args: f"{label} has {_len_now(g.path, s)} entries, compiled with {n}"
+                + (" (hooks are not compiled in)" if "hooks" in label else ""),
+            )
+            src.emit(f"if len({var}) != {n}: {fail}")
+        elif g.kind == "keys":
+            keys = list(values.decode(g.expect))
+            fail = src.fail(
+                "state", f"{label} keys", lambda s, args: f"{label} has keys {_keys_now(g.path, s)}, compiled for {keys}"
+            )
+            src.emit(f"if list({var}) != {src.const(keys)}: {fail}")
+        elif g.kind == "same":
+            other = ObjPath.from_json(g.expect)
+            ovar = self._path(other)
+            fail = src.fail(
+                "state",
+                f"{label} same",
+                lambda s, args: f"{label} is no longer the same object as {other.label()} (tied when compiled)",
+            )
+            src.emit(f"if {var} is not {ovar}: {fail}")
+
+    def _weights(self) -> list[str]:
+        src, out = self.src, []
+        for w in self.v.weights:
+            first, *rest = w.paths
+            var = self._path(first)
+            out.append(var)
+            for p in rest:
+                other = self._path(p)
+                fail = src.fail(
+                    "weights",
+                    f"{p.label()} tied",
+                    lambda s, args, p=p, first=first: f"{p.label()} is no longer the same tensor as {first.label()} (tied when compiled)",
+                )
+                src.emit(f"if {other} is not {var}: {fail}")
+        return out
+
+    def build(self) -> Check:
+        src = self.src
+        n = len(self.v.leaves)
+        tensors = self._inputs()
+        grads = " or ".join(f"{a}.requires_grad" for a in tensors)
+        if grads:
+            fail = src.fail("autograd", "autograd", lambda s, args: _AUTOGRAD)
+            src.emit(f"if GE() and ({grads}): {fail}")
+        for g in self.v.guards:
+            self._guard(g)
+        weights = self._weights()
+        if weights:
+            src.emit(f"if not TG[0].check({', '.join(weights)}): return {WEIGHTS_CHANGED}")
+        items = [*tensors, *weights]
+        src.emit(f"return ({''.join(x + ', ' for x in items)})")
+        params = ", ".join(["a_self", *(f"a{i}" for i in range(n))])
+        body = "\n".join(["try:", *("    " + ln for ln in src.lines), "except Exception:", f"    return {EXCEPTION}"])
+        code = f"def check({params}):\n" + "\n".join("    " + ln for ln in body.splitlines()) + "\n"
+        return Check(self.v, code, src.consts, src.failures, len(tensors))
+
+
+_AUTOGRAD = (
+    "inputs or weights require grad and grad mode is on; artifacts are inference-only: call "
+    "under torch.no_grad()/torch.inference_mode() or requires_grad_(False)"
+)
+
+
+def _now(path: ObjPath, self_obj: Any) -> Any:
+    return paths.resolve(path, self_obj)
+
+
+def _describe_now(path: ObjPath, self_obj: Any) -> str:
+    try:
+        return _describe_value(_now(path, self_obj))
+    except LookupError as exc:
+        return f"gone ({exc})"
+
+
+def _type_now(path: ObjPath, self_obj: Any) -> str:
+    try:
+        t = type(_now(path, self_obj))
+        return f"{t.__module__}.{t.__qualname__}"
+    except LookupError as exc:
+        return f"missing object ({exc})"
+
+
+def _len_now(path: ObjPath, self_obj: Any) -> str:
+    try:
+        return str(len(_now(path, self_obj)))
+    except (LookupError, TypeError) as exc:
+        return f"no ({exc})"
+
+
+def _keys_now(path: ObjPath, self_obj: Any) -> str:
+    try:
+        return str(list(_now(path, self_obj)))
+    except (LookupError, TypeError) as exc:
+        return f"none ({exc})"
+
+
+class Check:
+    """A compiled check; ``fast`` for every call, ``verify_weights`` when the cached weight
+    metadata no longer matches (a weight was replaced or converted)."""
+
+    def __init__(self, variant: Variant, code: str, consts: list[Any], failures: list[Failure], n_tensors: int) -> None:
+        self.variant = variant
+        self.code = code
+        self.failures = failures
+        self.n_tensors = n_tensors
+        self._tg: list[Any] = [_NeverChecked()]
+        self._lock = threading.Lock()
+        env = {"K": consts, "T0": torch.Tensor, "T1": torch.nn.Parameter, "GE": torch.is_grad_enabled, "TG": self._tg}
+        exec(compile(code, f"<aot_build check of {variant.signature()[:60]}>", "exec"), env)
+        self.fast: Callable[..., Any] = env["check"]
+        gather_env = dict(env, TG=[_AlwaysTrue()])
+        exec(compile(code, "<aot_build weight gather>", "exec"), gather_env)
+        self._gather: Callable[..., Any] = gather_env["check"]
+        self.specs = [w.spec for w in variant.weights]
+        #: Whether the verified weights require grad (then calls with grad mode on fall back).
+        self.weights_need_grad = False
+
+    def weights_changed(self, self_obj: Any, leaves: tuple[Any, ...]) -> Any:
+        """After WEIGHTS_CHANGED: verify the current weights against the manifest; when they
+        fit, remember their metadata and return the call's tensors; else a message."""
+        r = self._gather(self_obj, *leaves)
+        if type(r) is int:
+            return r
+        weights = r[self.n_tensors :]
+        for w, spec, record in zip(weights, self.specs, self.variant.weights, strict=True):
+            problem = weight_problem(w, spec)
+            if problem:
+                return f"weight {record.paths[0].label()} {problem}"
+        with self._lock:
+            self._tg[0] = tensor_guards(tuple(weights))
+            self.weights_need_grad = any(w.requires_grad for w in weights)
+        return r
+
+
+class _NeverChecked:
+    @staticmethod
+    def check(*_: Any) -> bool:
+        return False
+
+
+def weight_problem(t: Any, spec: TensorSpec) -> str | None:
+    if type(t) not in _TENSOR_TYPES:
+        return f"is a {type(t).__name__}, compiled for a tensor"
+    if tuple(t.shape) != spec.shape or str(t.dtype)[6:] != spec.dtype:
+        return f"is {tuple(t.shape)} {str(t.dtype)[6:]}, compiled for {spec.shape} {spec.dtype}"
+    if t.device.type != spec.device:
+        return f"is on {t.device}, compiled for {spec.device}"
+    if t.stride() != spec.stride and not (spec.stride == _contiguous(spec.shape) and t.is_contiguous()):
+        return f"has strides {t.stride()}, compiled for {spec.stride}"
+    return None
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))

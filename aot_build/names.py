@@ -1,0 +1,44 @@
+"""Dotted names: the top-level package of a module, whether a module belongs to a package,
+and ``module:qualname`` references to classes and functions that a manifest names and the
+shim resolves again by importing. One helper per idea, used by every step of the pipeline."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+
+def top_package(module: str) -> str:
+    """``"pkg"`` for ``"pkg.sub.mod"``."""
+    return module.partition(".")[0]
+
+
+def in_package(module: str, package: str) -> bool:
+    """True when ``module`` is ``package`` or one of its submodules."""
+    return module == package or module.startswith(package + ".")
+
+
+def qualified_name(obj: Any) -> str | None:
+    """``module:qualname`` of a class or function that can be found again by importing
+    ``module`` and following ``qualname``; None for local objects (lambdas, closures)."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
+def resolve(ref: str) -> Any:
+    """The object a ``module:qualname`` reference names; LookupError says why not."""
+    module, _, qualname = ref.partition(":")
+    try:
+        obj: Any = sys.modules.get(module) or importlib.import_module(module)
+    except Exception as exc:
+        raise LookupError(f"cannot import {module!r} to find {ref}: {type(exc).__name__}: {exc}") from exc
+    for part in qualname.split(".") if qualname else []:
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise LookupError(f"{ref}: {module} has no {qualname!r}") from exc
+    return obj

@@ -1,0 +1,133 @@
+"""Plain Python values in manifests, as JSON: what guards compare against, what example
+arguments bake in and what outputs return as they are.
+
+Scalars (None, bool, int, str, finite float) are stored as themselves; everything else is a
+one-key object naming its kind, so a tuple never comes back as a list, nor 1.0 as 1::
+
+    {"tuple": [...]}  {"list": [...]}  {"dict": [[key, value], ...]}  {"float": "nan"}
+    {"dtype": "float32"}  {"device": "cuda:0"}  {"enum": "pkg.mod:Color", "name": "RED"}
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import sys
+from typing import Any
+
+from .names import qualified_name, resolve
+
+
+class Unencodable(TypeError):
+    """The value has no manifest form (an arbitrary object, a set, a callable)."""
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def is_plain(value: Any) -> bool:
+    """True for values :func:`encode` stores (checked without encoding)."""
+    try:
+        encode(value)
+    except Unencodable:
+        return False
+    return True
+
+
+def encode(value: Any) -> Any:
+    """The JSON form of ``value``; :class:`Unencodable` when it has none."""
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if kind is tuple:
+        return {"tuple": [encode(v) for v in value]}
+    if kind is list:
+        return {"list": [encode(v) for v in value]}
+    if kind is dict:
+        return {"dict": [[encode(k), encode(v)] for k, v in value.items()]}
+    if isinstance(value, enum.Enum):
+        ref = qualified_name(kind)
+        if ref is None:
+            raise Unencodable(f"enum member {value!r} of a local class")
+        return {"enum": ref, "name": value.name}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if kind is torch.Size:
+            return {"tuple": [int(v) for v in value]}
+        if kind is torch.dtype:
+            return {"dtype": str(value).removeprefix("torch.")}
+        if kind is torch.device:
+            return {"device": str(value)}
+    raise Unencodable(f"{kind.__module__}.{kind.__qualname__} value {_short(value)}")
+
+
+def decode(raw: Any) -> Any:
+    """The value :func:`encode` stored; ValueError for anything it did not write."""
+    if raw is None or type(raw) in (bool, int, str, float):
+        return raw
+    if not isinstance(raw, dict) or len(raw) not in (1, 2):
+        raise ValueError(f"not an encoded value: {_short(raw)}")
+    if "tuple" in raw:
+        return tuple(decode(v) for v in _list(raw["tuple"]))
+    if "list" in raw:
+        return [decode(v) for v in _list(raw["list"])]
+    if "dict" in raw:
+        return {decode(k): decode(v) for k, v in (_pair(p) for p in _list(raw["dict"]))}
+    if "float" in raw:
+        return float(str(raw["float"]))
+    if "dtype" in raw:
+        dtype = getattr(_torch(), str(raw["dtype"]), None)
+        if not isinstance(dtype, _torch().dtype):
+            raise ValueError(f"unknown dtype {raw['dtype']!r}")
+        return dtype
+    if "device" in raw:
+        return _torch().device(str(raw["device"]))
+    if "enum" in raw:
+        try:
+            return resolve(str(raw["enum"]))[str(raw["name"])]
+        except (LookupError, TypeError) as exc:
+            raise ValueError(f"enum {raw['enum']}.{raw.get('name')}: {exc}") from exc
+    raise ValueError(f"not an encoded value: {_short(raw)}")
+
+
+def same(value: Any, expected: Any) -> bool:
+    """Equal, and of the same type at the top (``1`` is not ``1.0`` nor ``True``); NaN
+    equals NaN. Never raises: an object whose ``==`` fails is not the same."""
+    if type(value) is not type(expected):
+        return False
+    if type(expected) is float and math.isnan(expected):
+        return math.isnan(value)
+    try:
+        return bool(value == expected)
+    except Exception:
+        return False
+
+
+def describe(value: Any) -> str:
+    """A short repr for messages."""
+    return _short(value)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _list(raw: Any) -> list[Any]:
+    if not isinstance(raw, list):
+        raise ValueError(f"expected a list, got {_short(raw)}")
+    return raw
+
+
+def _pair(raw: Any) -> tuple[Any, Any]:
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ValueError(f"expected a [key, value] pair, got {_short(raw)}")
+    return raw[0], raw[1]

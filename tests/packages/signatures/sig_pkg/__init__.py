@@ -1,0 +1,1 @@
+"""Entries exercising every call-signature feature of aot-build."""
