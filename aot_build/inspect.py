@@ -56,14 +56,20 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                     {
                         "entry": key,
                         "variant": i,
+                        "method": e.method,
                         "source": e.source,
+                        "signature": v.signature(),
+                        "input_set": v.input_set,
+                        "pinned": v.pinned,
+                        "symbols": {k: list(r) for k, r in v.symbols.items()},
                         "inputs": [
-                            {"shape": list(lf.tensor.shape), "dtype": lf.tensor.dtype}
+                            {"name": v.label(j), "dims": list(lf.tensor.dims), "dtype": lf.tensor.dtype}
                             if lf.tensor
-                            else {"value": lf.value}
-                            for lf in v.leaves
+                            else {"name": v.label(j), "value": lf.value}
+                            for j, lf in enumerate(v.leaves)
                         ],
                         "weights": len(v.weights),
+                        "guards": len(v.guards),
                         "embedded_constants": len(v.embedded_constants),
                         "artifacts": [
                             {
@@ -87,6 +93,7 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                 "python": m.python_version,
                 "machine": m.machine,
                 "aot_build": m.aot_build_version,
+                "format_version": m.read_version,
                 "files": len(m.files),
                 "bytes": sum(f.size for f in m.files.values()),
                 "skipped_targets": m.skipped_targets,
@@ -107,10 +114,10 @@ def render(info: dict[str, Any]) -> str:
         for s in p["skipped_targets"]:
             lines.append(f"  skipped target {s['target']}: {s['reason']}")
         for e in p["entries"]:
-            ins = ", ".join(
-                f"{x['dtype']}{x['shape']}" if "shape" in x else repr(x["value"]) for x in e["inputs"]
+            lines.append(
+                f"  {e['entry']}  ({e['signature']})  weights: {e['weights']}, guards: {e['guards']}  "
+                f"[{e['source']}]"
             )
-            lines.append(f"  {e['entry']}  ({ins})  weights: {e['weights']}  [{e['source']}]")
             for a in e["artifacts"]:
                 mark = "  <- this host loads" if a["target"] == e["this_host_loads"] else ""
                 size = f"{a['size'] / 1e6:.2f} MB" if a["size"] is not None else "missing"

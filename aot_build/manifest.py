@@ -47,7 +47,8 @@ GUARD_KINDS = {
     "value": "equals a plain value (same type)",
     "type": "is an instance of exactly this class (``module:qualname``)",
     "ident": "is this function, class or Python module (``module:qualname``)",
-    "absent": "has no attribute of this name (instance dict and module tables)",
+    "absent": "has no attribute of this name (instance dict and module tables; expect "
+    '"method": a method found on the class, not overridden in the instance dict)',
     "len": "is a container of this length",
     "keys": "is a dict with exactly these keys, in this order",
     "same": "is the very object found at another path",
@@ -423,9 +424,7 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "out_leaves": [{"kind": o.kind, "value": o.value, "index": o.index} for o in v.out_leaves],
         "symbols": {k: list(r) for k, r in v.symbols.items()},
         "weights": [{"paths": [p.to_json() for p in w.paths], "spec": _spec_json(w.spec)} for w in v.weights],
-        "guards": [
-            {"path": g.path.to_json(), "kind": g.kind, "expect": g.expect} for g in v.guards
-        ],
+        "guards": [{"path": g.path.to_json(), "kind": g.kind, "expect": g.expect} for g in v.guards],
         "embedded_constants": list(v.embedded_constants),
         "artifacts": [
             {"target": a.target, "device": a.device, "rule": a.rule, "file": a.file, "isa": a.isa}
@@ -464,7 +463,9 @@ def _variant(raw: dict[str, Any]) -> Variant:
         guards=tuple(_guard(g) for g in raw["guards"]),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
         artifacts=tuple(
-            Artifact(str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", "")))
+            Artifact(
+                str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", ""))
+            )
             for a in raw["artifacts"]
         ),
         input_set=int(raw.get("input_set", 0)),
@@ -533,7 +534,11 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
             path = path.child("getattr", part)
         weights.append(Weight((path,), _spec(w["spec"])))
     guards = tuple(
-        Guard(ObjPath(("global", str(m["module"]), str(m["name"]))).child("getattr", "training"), "value", bool(m["training"]))
+        Guard(
+            ObjPath(("global", str(m["module"]), str(m["name"]))).child("getattr", "training"),
+            "value",
+            bool(m["training"]),
+        )
         for m in raw["modules"]
     )
     outputs = _torch_tree(raw["out_tree"])
@@ -549,7 +554,9 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
         guards=guards,
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
         artifacts=tuple(
-            Artifact(str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", "")))
+            Artifact(
+                str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", ""))
+            )
             for a in raw["artifacts"]
         ),
     )

@@ -48,13 +48,17 @@ def encode(spec: pytree.TreeSpec, where: str = "") -> Any:
     typ = spec.type
     name = _BUILTIN.get(typ) or qualified_name(typ)
     if name is None:
-        raise TreeError(f"{where or 'structure'}: {typ!r} is defined locally; define the class at module level")
+        raise TreeError(
+            f"{where or 'structure'}: {typ!r} is defined locally; define the class at module level"
+        )
     context = spec.context
     try:
         if typ is collections.namedtuple:
             ref = qualified_name(context)
             if ref is None:
-                raise TreeError(f"{where}: namedtuple {context!r} is defined locally; define it at module level")
+                raise TreeError(
+                    f"{where}: namedtuple {context!r} is defined locally; define it at module level"
+                )
             ctx: Any = ref
         elif typ is collections.defaultdict:
             factory = context[0]

@@ -54,17 +54,22 @@ def aot_build_wheel(e2e_dir: Path) -> Path:
     return wheel
 
 
+def isolated_build(project: Path, dest: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
+    """A project's sdist and wheel from a real isolated ``python -m build`` (the default: sdist
+    first, then the wheel from the sdist), finding aot-build beside the local torch."""
+    src = copy_project(project, dest / f"{project.name}-src")
+    out = dest / f"{project.name}-dist"
+    env = build_env(aot_build_wheel.parent, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache))
+    proc = run([sys.executable, "-m", "build", "--outdir", out, "."], cwd=src, env=env, timeout=1500)
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return BuiltDists(sdist, wheel, proc.stdout + proc.stderr)
+
+
 @pytest.fixture(scope="session")
 def example_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    """example_pkg's sdist and wheel from a real isolated ``python -m build`` (the default:
-    sdist first, then the wheel from the sdist), finding aot-build beside the local torch."""
-    src = copy_project(EXAMPLE_PROJECT, e2e_dir / "example-src")
-    out = e2e_dir / "example-dist"
-    env = build_env(aot_build_wheel.parent, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache))
-    proc = run([sys.executable, "-m", "build", "--outdir", out, "."], cwd=src, env=env, timeout=900)
-    (sdist,) = out.glob("example_pkg-*.tar.gz")
-    (wheel,) = out.glob("example_pkg-*.whl")
-    return BuiltDists(sdist, wheel, proc.stdout + proc.stderr)
+    """example_pkg's sdist and wheel (isolated build)."""
+    return isolated_build(EXAMPLE_PROJECT, e2e_dir, aot_build_wheel, inductor_cache)
 
 
 @pytest.fixture(scope="session")

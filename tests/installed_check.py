@@ -9,6 +9,7 @@ Only the standard library and torch are used here: the environment has nothing e
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -48,9 +49,22 @@ def changes(before: dict[str, list[int]], after: dict[str, list[int]]) -> list[s
     return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
+def python_function(entry: Any) -> Any:
+    """What an entry runs as plain Python: the function, or for a module whose ``forward``
+    is a method entry, that method bound to the module."""
+    if isinstance(entry, torch.nn.Module):
+        fn = type(entry).forward.__wrapped__
+        return lambda *args, **kwargs: fn(entry, *args, **kwargs)
+    return entry.__wrapped__
+
+
+def _code(entry: Any) -> Any:
+    return (type(entry).forward if isinstance(entry, torch.nn.Module) else entry).__wrapped__.__code__
+
+
 def traced(entry: Any, *args: Any) -> tuple[Any, bool]:
     """Call ``entry``; True when its Python function ran (no artifact answered)."""
-    code = entry.__wrapped__.__code__
+    code = _code(entry)
     hits: list[bool] = []
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -65,10 +79,28 @@ def traced(entry: Any, *args: Any) -> tuple[Any, bool]:
     return out, bool(hits)
 
 
+def _comparable(value: Any) -> Any:
+    """Dataclasses and strings in a form torch.testing.assert_close compares."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {k: _comparable(v) for k, v in vars(value).items()}
+        return {"__type__": _comparable(type(value).__qualname__), **fields}
+    if isinstance(value, str):
+        return [ord(c) for c in value]
+    if isinstance(value, dict):  # the caller compared the types already
+        return {k: _comparable(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_comparable(v) for v in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_comparable(v) for v in value)
+    return value
+
+
 def close(actual: Any, expected: Any) -> str | None:
-    """None when equal within float tolerance, else why not."""
+    """None when equal (same types, float tolerance), else why not."""
+    if type(actual) is not type(expected):
+        return f"type {type(actual).__qualname__} differs from eager's {type(expected).__qualname__}"
     try:
-        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(_comparable(actual), _comparable(expected), rtol=1e-4, atol=1e-5)
     except AssertionError as exc:
         return str(exc)
     return None
@@ -96,7 +128,7 @@ def call(entry: Any, *args: Any, previous: Any = None) -> tuple[dict[str, Any], 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out, ran = traced(entry, *args)
-    expected = entry.__wrapped__(*args)
+    expected = python_function(entry)(*args)
     facts: dict[str, Any] = {
         "ran_python": ran,
         "warnings": [
@@ -179,7 +211,7 @@ def scenario_fallback(_: str) -> dict[str, Any]:
     import example_pkg
 
     out: dict[str, Any] = {}
-    small = torch.randn(2, 32, 64)
+    small = torch.randn(2, 16, 64)
     out["mlp_first"], _ = call(example_pkg.mlp_block, small)
     out["mlp_second"], _ = call(example_pkg.mlp_block, small)
     out["mlp_covered_after"], _ = call(example_pkg.mlp_block, X)
@@ -196,7 +228,7 @@ def scenario_strict(_: str) -> dict[str, Any]:
     out: dict[str, Any] = {"strict_env": os.environ.get("AOT_BUILD_STRICT")}
     out["covered"], _ = call(example_pkg.mlp_block, X)
     try:
-        example_pkg.mlp_block(torch.randn(2, 32, 64))
+        example_pkg.mlp_block(torch.randn(2, 16, 64))
     except FallbackError as exc:
         out["raised"] = {"type": type(exc).__name__, "module": type(exc).__module__, "message": str(exc)}
     else:
@@ -210,7 +242,7 @@ def scenario_disable(_: str) -> dict[str, Any]:
         out[name], _ = call(entry, *args)
     import example_pkg
 
-    out["uncovered"], _ = call(example_pkg.mlp_block, torch.randn(2, 32, 64))
+    out["uncovered"], _ = call(example_pkg.mlp_block, torch.randn(2, 16, 64))
     return out
 
 
@@ -224,7 +256,13 @@ def scenario_damaged(workdir: str) -> dict[str, Any]:
         key: [a["file"] for v in e["variants"] for a in v["artifacts"]]
         for key, e in manifest["entries"].items()
     }
-    (victim,) = files["example_pkg.blocks:mlp_block"]
+    # the artifact of the variant that serves X (batch 4): the one not pinned to size 1
+    (victim,) = [
+        a["file"]
+        for v in manifest["entries"]["example_pkg.blocks:mlp_block"]["variants"]
+        if not v["pinned"]
+        for a in v["artifacts"]
+    ]
     path = copy_root / "example_pkg" / "_aot_build" / victim
     data = bytearray(path.read_bytes())
     data[len(data) // 3] ^= 0x5A
@@ -274,6 +312,200 @@ def scenario_editable(_: str) -> dict[str, Any]:
     out: dict[str, Any] = {"file": editable_pkg.__file__}
     out["covered_shape"], _ = call(editable_pkg.scaled, torch.randn(4))
     out["other_shape"], _ = call(editable_pkg.scaled, torch.randn(9, 4))
+    return out
+
+
+def _rows(b: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(b * 1000 + s)
+    return torch.randn(b, s, 8, generator=g), (torch.rand(b, s, generator=g) > 0.3).float()
+
+
+def scenario_signatures(_: str) -> dict[str, Any]:
+    """Calls that must run compiled (run with AOT_BUILD_STRICT=1: a fallback raises)."""
+    import sig_pkg.blocks as blocks
+    import sig_pkg.calls as calls
+    import sig_pkg.dyn as dyn
+    import sig_pkg.state as state
+
+    out: dict[str, Any] = {}
+    for b in (1, 2, 17, 64):
+        out[f"scale_rows/{b}"], _ = call(dyn.scale_rows, torch.randn(b, 16))
+    for b, s in ((1, 1), (1, 7), (3, 1), (5, 100), (64, 128), (2, 2)):
+        out[f"masked_mean/{b}x{s}"], _ = call(dyn.masked_mean, *_rows(b, s))
+    for b in (1, 3):
+        out[f"squeeze_trap/{b}"], _ = call(dyn.squeeze_trap, torch.randn(b, 8))
+        out[f"branch_on_one/{b}"], _ = call(dyn.branch_on_one, torch.randn(b, 8))
+        out[f"doubled/{b}"], _ = call(dyn.doubled, torch.randn(b, 8), torch.randn(2 * b, 8))
+    for b in (6, 100):
+        out[f"auto_dim/{b}"], _ = call(dyn.auto_dim, torch.randn(b, 8))
+    x, m = torch.randn(4, 8), (torch.rand(4, 8) > 0.5).float()
+    out["masked(x)"], _ = call(calls.masked, x)
+    out["masked(x, m)"], _ = call(calls.masked, x, m)
+    out["masked(x, mask=m)"] = call_kw(calls.masked, (x,), {"mask": m})
+    out["masked(x, None, 1.0)"], _ = call(calls.masked, x, None, 1.0)
+    for name, t in (
+        ("f32", torch.randn(3, 5)),
+        ("f64", torch.randn(3, 5, dtype=torch.float64)),
+        ("3d", torch.randn(2, 3, 5)),
+    ):
+        out[f"by_dtype/{name}"], _ = call(calls.by_dtype, t)
+    plain = calls.plain_outputs(torch.randn(4, 6))
+    out["plain_outputs"] = [type(v).__name__ for v in plain] + [repr(v) for v in plain[1:]]
+    xs = torch.randn(5, 6)
+    res = calls.structured(xs)
+    out["structured_types"] = {
+        "stats": type(res["stats"]).__qualname__,
+        "result": type(res["result"]).__qualname__,
+        "count": res["stats"].count,
+        "label": res["result"].label,
+        "same_is_input": res["same"] is xs,
+        "list": type(res["list"][1]).__name__,
+    }
+    out["structured"], _ = call(calls.structured, xs)
+    with torch.no_grad():
+        block = blocks.Block(64).eval()
+        for b in (1, 2, 32):
+            out[f"block/{b}"], _ = call(block, torch.randn(b, 16, 64))
+        other = blocks.Block(64).eval()  # another instance: its own weights
+        out["block/other-instance"], _ = call(
+            other, torch.randn(3, 16, 64), previous=block(torch.randn(3, 16, 64))
+        )
+        for name in ("scaled", "act", "seq", "tied", "pipe", "two_scales", "attr_scale", "dropped", "normed"):
+            out[f"state/{name}"], _ = call(getattr(state, name), torch.randn(4, 8))
+        state.PIPE.unet = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+        out["state/pipe-new-unet"], _ = call(state.pipe, torch.randn(4, 8))
+        state.helpers.SCALE = torch.linspace(-1.0, 1.0, 8)
+        out["state/attr_scale-new"], _ = call(state.attr_scale, torch.randn(4, 8))
+    # traced or transformed callers: the entry is plain torch code to them (no error in strict mode)
+    batched = torch.vmap(dyn.scale_rows)(torch.randn(5, 3, 16))
+    out["vmap_shape"] = list(batched.shape)
+    compiled = torch.compile(lambda t: dyn.scale_rows(t) + 1, fullgraph=True, backend="eager")
+    out["compile_matches"] = bool(
+        torch.allclose(compiled(x16 := torch.randn(3, 16)), dyn.scale_rows.__wrapped__(x16) + 1)
+    )
+
+    class Caller(torch.nn.Module):
+        def forward(self, t: torch.Tensor) -> torch.Tensor:
+            return dyn.scale_rows(t) * 2
+
+    ep = torch.export.export(Caller(), (torch.randn(3, 16),))
+    out["export_ops"] = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})
+    return out
+
+
+def call_kw(entry: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = _code(entry)
+        hits: list[bool] = []
+        sys.setprofile(lambda f, e, a: hits.append(True) if e == "call" and f.f_code is code else None)
+        try:
+            got = entry(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+    return {
+        "ran_python": bool(hits),
+        "warnings": [{"category": w.category.__name__, "message": str(w.message)} for w in caught],
+        "mismatch": close(got, entry.__wrapped__(*args, **kwargs)),
+    }
+
+
+def scenario_signature_fallbacks(_: str) -> dict[str, Any]:
+    """Calls no artifact covers, and package state changed after import: each must fall back
+    with one warning naming what differs, and equal eager."""
+    import sig_pkg.blocks as blocks
+    import sig_pkg.calls as calls
+    import sig_pkg.dyn as dyn
+    import sig_pkg.helpers as helpers
+    import sig_pkg.state as state
+
+    out: dict[str, Any] = {}
+    out["batch-65"], _ = call(dyn.scale_rows, torch.randn(65, 16))
+    out["seq-129"], _ = call(dyn.masked_mean, *_rows(2, 129))
+    out["non-contiguous"], _ = call(dyn.scale_rows, torch.randn(16, 8).t())
+    out["dtype"], _ = call(calls.by_dtype, torch.randn(3, 5, dtype=torch.float16))
+    out["scale=2.0"] = call_kw(calls.masked, (torch.randn(4, 8),), {"scale": 2.0})
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out["autocast"], _ = call(dyn.scale_rows, torch.randn(3, 16))
+    with torch.no_grad():
+        x = torch.randn(4, 8)
+        out["block-heads"], _ = call(blocks.Block(64, heads=8).eval(), torch.randn(2, 16, 64))
+        out["block-subclass"], _ = call(blocks.WideBlock(64).eval(), torch.randn(2, 16, 64))
+        state.TEMP = 3.0
+        out["global-scalar"], _ = call(state.scaled, x)
+        state.ACT.kind = "sigmoid"
+        out["module-attribute"], _ = call(state.act, x)
+        state.SEQ[1] = torch.nn.Tanh()
+        out["submodule-class"], _ = call(state.seq, x)
+        state.TIED[1].weight = torch.nn.Parameter(torch.randn(8, 8))
+        out["untied"], _ = call(state.tied, x)
+        helpers.SCALE = torch.ones(8)
+        out["two-paths"], _ = call(state.two_scales, x)
+        state.DROP.train()
+        torch.manual_seed(0)
+        out["train-mode"] = dropout_call(state.dropped, x)
+        state.NORM.eps = 0.5
+        out["eps"], _ = call(state.normed, x)
+        handle = state.NORM.register_forward_hook(lambda mod, args, result: result * 2)
+        state.NORM.eps = 1e-5
+        out["hook"], _ = call(state.normed, x)
+        handle.remove()
+        out["hook-removed"], _ = call(state.normed, x)
+    return out
+
+
+def dropout_call(entry: Any, x: torch.Tensor) -> dict[str, Any]:
+    """Dropout in train mode is random: compare with eager under the same seed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.manual_seed(7)
+        got, ran = traced(entry, x)
+    torch.manual_seed(7)
+    expected = entry.__wrapped__(x)
+    return {
+        "ran_python": ran,
+        "warnings": [{"category": w.category.__name__, "message": str(w.message)} for w in caught],
+        "mismatch": close(got, expected),
+    }
+
+
+def scenario_hf(_: str) -> dict[str, Any]:
+    """Models of transformers (random weights from configs), with ids and an attention mask."""
+    import hf_pkg.models as models
+
+    out: dict[str, Any] = {}
+    torch.set_grad_enabled(False)
+    for b, s in ((1, 1), (1, 64), (16, 1), (16, 64), (3, 17), (2, 12)):
+        ids = torch.randint(0, 1000, (b, s))
+        mask = torch.ones(b, s, dtype=torch.long)
+        mask[0, s // 2 :] = 0
+        out[f"encode/{b}x{s}"], res = call(models.encode, ids, mask)
+        out[f"gpt2/{b}x{s}"], _ = call(models.next_token_logits, ids)
+    out["encode_type"] = type(res).__qualname__
+    ids = torch.randint(0, 1000, (2, 12))
+    mask = torch.ones(2, 12, dtype=torch.long)
+    before = models.encode(ids, mask)
+    g = torch.Generator().manual_seed(5)
+    models.BERT.load_state_dict(
+        {k: torch.randn(v.shape, generator=g) * 0.05 for k, v in models.BERT.state_dict().items()}
+    )
+    out["encode/new-weights"], _ = call(models.encode, ids, mask, previous=before)
+    return out
+
+
+def scenario_hf_fallbacks(_: str) -> dict[str, Any]:
+    import hf_pkg.models as models
+
+    out: dict[str, Any] = {}
+    torch.set_grad_enabled(False)
+    out["batch-17"], _ = call(
+        models.encode, torch.randint(0, 1000, (17, 4)), torch.ones(17, 4, dtype=torch.long)
+    )
+    models.BERT.config.output_hidden_states = True
+    out["config-flag"], res = call(
+        models.encode, torch.randint(0, 1000, (2, 4)), torch.ones(2, 4, dtype=torch.long)
+    )
+    out["hidden_states"] = res.hidden_states is not None
     return out
 
 

@@ -88,14 +88,68 @@ def test_source_names_file_and_line() -> None:
 
 
 def test_example_inputs_tuple_and_callable() -> None:
-    (t,) = tuple_entry.example_inputs()
-    assert torch.equal(t, torch.zeros(2))
-    with pytest.raises(EntryError, match=r"must give a tuple.*got list"):
-        list_returning.example_inputs()
+    ((args, dynamic),) = tuple_entry.input_sets()
+    assert torch.equal(args[0], torch.zeros(2)) and dynamic is None
+    with pytest.raises(EntryError, match=r"non-empty list of such tuples, got list"):
+        list_returning.input_sets()
     with pytest.raises(
         EntryError, match=r"raising_inputs.*example_inputs\(\) raised RuntimeError: no data here"
     ):
-        raising_inputs.example_inputs()
+        raising_inputs.input_sets()
+
+
+@aot_entry(
+    example_inputs=lambda: [(torch.zeros(2),), (torch.zeros(3, 2),)],
+    dynamic_shapes=[({0: torch.export.Dim("n", max=8)},), None],
+)
+def two_sets(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+@aot_entry(example_inputs=[(torch.zeros(2),), (torch.zeros(3),)], dynamic_shapes=({0: None},))
+def sets_with_one_spec(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def test_several_input_sets_pair_with_their_dynamic_shapes() -> None:
+    sets = two_sets.input_sets()
+    assert [tuple(a[0].shape) for a, _ in sets] == [(2,), (3, 2)]
+    assert isinstance(sets[0][1], tuple) and sets[1][1] is None
+    with pytest.raises(EntryError, match=r"2 input sets, so dynamic_shapes must be a list with one entry"):
+        sets_with_one_spec.input_sets()
+
+
+def test_variadic_parameters_refused() -> None:
+    def star(*xs: torch.Tensor) -> torch.Tensor:
+        return xs[0]
+
+    star.__qualname__ = "star"
+    with pytest.raises(EntryError, match=r"takes \*xs.*Name every parameter"):
+        aot_entry(star, example_inputs=(torch.zeros(1),))
+
+    def kw(x: torch.Tensor, **options: Any) -> torch.Tensor:
+        return x
+
+    kw.__qualname__ = "kw"
+    with pytest.raises(EntryError, match=r"takes \*\*options"):
+        aot_entry(kw, example_inputs=(torch.zeros(1),))
+
+
+def _defaults(x: torch.Tensor, mask: torch.Tensor | None = None, *, scale: float = 1.0) -> torch.Tensor:
+    return x
+
+
+def test_calls_bind_to_one_canonical_tuple() -> None:
+    binder = aot_entry(_defaults, example_inputs=(torch.zeros(1),)).binder
+    x, m = torch.zeros(1), torch.ones(1)
+    assert binder.bind((x,), {}) == (x, None, 1.0)
+    assert binder.bind((x, None), {}) == (x, None, 1.0)
+    assert binder.bind((x,), {"mask": m}) == (x, m, 1.0)
+    assert binder.bind((x, m), {"scale": 2.0}) == (x, m, 2.0)
+    assert binder.bind((x,), {"nope": 1}) is None  # the function raises its own TypeError
+    assert binder.bind((), {}) is None
+    with pytest.raises(EntryError, match=r"gives 3 positional value\(s\).*\(x, mask, scale\)"):
+        binder.bind_example((x, m, 2.0), "where")
 
 
 def test_lambda_refused() -> None:
@@ -113,8 +167,8 @@ def test_nested_function_refused() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [[torch.zeros(1)], torch.zeros(1), {"x": torch.zeros(1)}, None, 3],
-    ids=["list", "tensor", "dict", "none", "int"],
+    [torch.zeros(1), {"x": torch.zeros(1)}, None, 3],
+    ids=["tensor", "dict", "none", "int"],
 )
 def test_bad_example_inputs_refused(bad: Any) -> None:
     with pytest.raises(EntryError, match=r"example_inputs must be a tuple.*got " + type(bad).__name__):
@@ -139,7 +193,7 @@ def _exception_chain(exc: BaseException | None) -> list[BaseException]:
     return chain
 
 
-def test_method_refused_via_set_name() -> None:
+def test_method_of_plain_class_refused_via_set_name() -> None:
     source = (
         "import torch\n"
         "from aot_build import aot_entry\n"
@@ -155,7 +209,30 @@ def test_method_refused_via_set_name() -> None:
     errors = [e for e in _exception_chain(info.value) if isinstance(e, EntryError)]
     assert errors, f"no EntryError in {_exception_chain(info.value)!r}"
     assert "method Model.forward" in str(errors[0])
-    assert "not supported" in str(errors[0])
+    assert "only in torch.nn.Module subclasses" in str(errors[0])
+
+
+class Scaler(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.k = torch.nn.Parameter(torch.tensor(2.0))
+
+    @aot_entry(example_inputs=lambda: (Scaler(), torch.ones(3)))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k
+
+
+def test_method_entry_binds_like_a_method() -> None:
+    entry = Scaler.__dict__["forward"]
+    assert isinstance(entry, AotEntry) and entry.is_method and entry.owner is Scaler
+    assert entry.key == f"{__name__}:Scaler.forward"
+    assert entry.binder.names == ("self", "x")
+    s = Scaler()
+    with torch.no_grad():
+        assert torch.equal(s(torch.ones(3)), torch.full((3,), 2.0))  # nn.Module.__call__ -> forward
+        assert torch.equal(s.forward(torch.ones(2)), torch.full((2,), 2.0))
+    ((args, _),) = entry.input_sets()
+    assert isinstance(args[0], Scaler)
 
 
 def test_source_tree_call_runs_python_without_warning() -> None:

@@ -113,7 +113,7 @@ def _compile(tmp_path: Path, entry: Any) -> CompileError:
 def test_unsupported_example_leaf(tmp_path: Path) -> None:
     msg = str(_compile(tmp_path, bad_leaf))
     assert msg.startswith(f"{__name__}:bad_leaf ({Path(__file__).name}:")
-    assert "example input leaf 1 is a object" in msg
+    assert "example argument" in msg and "is a object" in msg
     assert "fix example_inputs" in msg
 
 
@@ -127,6 +127,7 @@ def test_example_inputs_not_a_tuple(tmp_path: Path) -> None:
     msg = str(_compile(tmp_path, not_a_tuple))
     assert f"{__name__}:not_a_tuple" in msg
     assert "must give a tuple" in msg and "got Tensor" in msg
+    assert "list of such tuples" in msg
 
 
 def test_failed_entry_leaves_no_manifest(tmp_path: Path) -> None:

@@ -186,14 +186,14 @@ def test_results_follow_weight_changes(fresh_venv: Venv, tmp_path: Path) -> None
 def test_uncovered_calls_fall_back_once(fresh_venv: Venv, tmp_path: Path) -> None:
     facts = check(fresh_venv, "fallback", tmp_path)
     assert_one_fallback(
-        facts["mlp_first"], "example_pkg.blocks:mlp_block", "(2, 32, 64) float32, compiled for (4, 32, 64)"
+        facts["mlp_first"], "example_pkg.blocks:mlp_block", "x dimension 1 is 16, compiled for 32"
     )
     assert facts["mlp_second"]["warnings"] == []
     assert facts["mlp_second"]["ran_python"] is True
     assert facts["mlp_second"]["mismatch"] is None
     assert_compiled_call(facts["mlp_covered_after"], "covered call after a fallback")
     assert_one_fallback(
-        facts["heads_first"], "example_pkg.preprocess:split_heads_stats", "is 2, compiled for 4"
+        facts["heads_first"], "example_pkg.preprocess:split_heads_stats", "heads is int 2, compiled for int 4"
     )
     assert facts["heads_second"]["warnings"] == [] and facts["heads_second"]["mismatch"] is None
     assert_one_fallback(facts["normalize_small"], "example_pkg.preprocess:normalize")
@@ -305,7 +305,8 @@ def _decorated_lines(source: Path, function: str) -> set[str]:
             "outside_tensor",
             [
                 "outside_tensor_pkg.ops:scaled (outside_tensor_pkg/ops.py:",
-                "reads tensor(s) that exist outside the function but are not module globals",
+                "reads 1 tensor(s) that exist outside the function but not in package",
+                "a closure variable",
                 "no wheel was written",
             ],
         ),
@@ -339,8 +340,8 @@ def test_src_layout_wheel(src_layout_installed: Path) -> None:
     assert set(manifest["entries"]) == {"srcpkg.ops.fused:fused", "srcpkg.ops.fused:fused_direct"}
     for key, entry in manifest["entries"].items():
         (variant,) = entry["variants"]
-        bound = {(w["module"], w["name"], w["path"]) for w in variant["weights"]}
-        assert bound == {("srcpkg.helpers", "SCALE", "")}, (key, bound)
+        bound = [w["paths"] for w in variant["weights"]]
+        assert bound == [[{"root": ["global", "srcpkg.helpers", "SCALE"], "steps": []}]], (key, bound)
         assert variant["embedded_constants"] == [], key
         assert entry["source"].startswith("srcpkg/ops/fused.py:")
         # the -C build option beat AOT_BUILD_TARGETS and pyproject.toml

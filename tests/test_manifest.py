@@ -15,28 +15,56 @@ from aot_build.manifest import (
     Artifact,
     Entry,
     FileRecord,
+    Guard,
+    InputTensor,
     Leaf,
     Manifest,
-    ModuleState,
+    ObjPath,
+    OutLeaf,
     TensorSpec,
     Variant,
-    WeightBinding,
+    Weight,
 )
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def sample_manifest() -> Manifest:
-    x = TensorSpec((4, 8), "float32", "cpu", (8, 1))
+    x = InputTensor("float32", "cpu", ("batch", 8), "contiguous")
+    y = InputTensor("float32", "cpu", ({"sym": "batch", "mul": 2, "add": 0}, 8), "contiguous")
+    z = InputTensor("float32", "cpu", (4, 8), "strides", (1, 4))
     w = TensorSpec((8, 8), "float32", "cpu", (8, 1))
+    linear = ObjPath(("global", "pkg.mod", "LINEAR"))
     variant = Variant(
-        in_tree='[1, {"type": "builtins.tuple"}]',
-        leaves=(Leaf(tensor=x), Leaf(value=3), Leaf(value=0.5), Leaf(value="mode"), Leaf(), Leaf(value=True)),
-        out_tree='[1, {"type": null}]',
-        weights=(
-            WeightBinding("pkg.mod", "LINEAR", "weight", w),
-            WeightBinding("pkg.mod", "SCALE", "", TensorSpec((), "float32", "cpu", ())),
+        inputs={"type": "tuple", "context": None, "children": [None] * 8},
+        leaves=(
+            Leaf(tensor=x),
+            Leaf(tensor=y),
+            Leaf(tensor=z),
+            Leaf(value=3),
+            Leaf(value=0.5),
+            Leaf(value="mode"),
+            Leaf(),
+            Leaf(value=True),
         ),
-        modules=(ModuleState("pkg.mod", "LINEAR", False),),
+        outputs={"type": "tuple", "context": None, "children": [None, None]},
+        out_leaves=(OutLeaf("tensor"), OutLeaf("value", {"tuple": [1, 2]})),
+        symbols={"batch": (2, 64)},
+        weights=(
+            Weight((linear.child("param", "weight"), linear.child("attr", "alias")), w),
+            Weight((ObjPath(("self",)).child("buffer", "scale"),), TensorSpec((), "float32", "cpu", ())),
+        ),
+        guards=(
+            Guard(linear, "type", "torch.nn.modules.linear:Linear"),
+            Guard(linear.child("attr", "training"), "value", False),
+            Guard(linear.child("attr", "_forward_hooks"), "len", 0),
+            Guard(linear.child("getattr", "forward"), "absent", "method"),
+            Guard(linear.child("item", 0), "same", linear.to_json()),
+        ),
         embedded_constants=({"name": "c0", "shape": [3], "dtype": "float32", "bytes": 12},),
+        input_set=1,
+        pinned={"seq": 1},
+        labels=("x", "y", "z", "k", "f", "s", "n", "b"),
         artifacts=(
             Artifact("cpu-avx2", "cpu", "aoti", "ab" * 12 + ".so", "AVX2"),
             Artifact("cuda-sm90", "cuda", "aoti", "cd" * 12 + ".so"),
@@ -69,9 +97,15 @@ def test_round_trip_is_lossless() -> None:
     entry = back.entries["pkg.mod:fn"]
     assert entry.key == "pkg.mod:fn"
     # tuples come back as tuples (hashable, comparable with live shapes)
-    assert entry.variants[0].leaves[0].tensor == TensorSpec((4, 8), "float32", "cpu", (8, 1))
+    assert entry.variants[0].leaves[2].tensor == InputTensor("float32", "cpu", (4, 8), "strides", (1, 4))
     assert isinstance(entry.variants[0].weights[1].spec.shape, tuple)
-    assert entry.variants[0].leaves[5].value is True
+    assert entry.variants[0].leaves[7].value is True
+    assert entry.variants[0].signature() == (
+        "x: float32[batch 2..64, 8], y: float32[2*batch, 8], z: float32[4, 8], k: 3, f: 0.5, "
+        "s: 'mode', n: None, b: True with seq=1"
+    )
+    assert entry.variants[0].guards[0].path.label() == "pkg.mod.LINEAR"
+    assert entry.variants[0].weights[1].paths[0].label() == "self.scale"
 
 
 def test_empty_manifest_round_trip() -> None:
@@ -103,15 +137,29 @@ def _raw() -> dict[str, Any]:
     [
         (lambda r: r.pop("format"), "not an aot_build manifest"),
         (lambda r: r.update(format="something-else"), "not an aot_build manifest"),
-        (lambda r: r.update(format_version=MANIFEST_VERSION + 1), "format_version 2, this aot_build reads 1"),
+        (
+            lambda r: r.update(format_version=MANIFEST_VERSION + 1),
+            "format_version 3; this aot_build reads formats 1 to 2",
+        ),
         (lambda r: r.update(format_version=0), "format_version 0"),
         (lambda r: r.update(format_version="1"), "format_version '1'"),
         (lambda r: r.pop("format_version"), "format_version None"),
         (lambda r: r.pop("torch_version"), r"damaged manifest \(KeyError"),
         (lambda r: r.pop("files"), r"damaged manifest \(KeyError"),
         (lambda r: r["entries"]["pkg.mod:fn"].pop("variants"), "damaged manifest"),
-        (lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["leaves"][0]["tensor"].pop("stride"), "damaged"),
-        (lambda r: r["files"]["ab" * 12 + ".so"].update(extra=1), r"damaged manifest \(TypeError"),
+        (lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["leaves"][0]["tensor"].pop("dims"), "damaged"),
+        (
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["guards"][0].update(kind="exec"),
+            "unknown guard kind",
+        ),
+        (
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["guards"][0]["path"].update(root=["os"]),
+            "bad path",
+        ),
+        (
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["out_leaves"][0].update(kind="x"),
+            "output kind",
+        ),
         (lambda r: r["entries"].update({"k": "not a dict"}), "damaged manifest"),
     ],
     ids=[
@@ -124,8 +172,10 @@ def _raw() -> dict[str, Any]:
         "missing-field",
         "missing-files",
         "missing-variants",
-        "missing-stride",
-        "extra-file-field",
+        "missing-dims",
+        "unknown-guard",
+        "bad-root",
+        "bad-output",
         "entry-not-object",
     ],
 )
@@ -170,3 +220,28 @@ def test_sample_is_not_mutated_by_reading() -> None:
     before = copy.deepcopy(raw)
     Manifest.from_dict(raw, "x")
     assert raw == before
+
+
+def test_reads_format_1_and_upgrades_it() -> None:
+    """A manifest written by aot-build 0.1.0 (format 1, frozen in tests/fixtures) is read as
+    today's model: static shapes with exact strides, weights by getattr, training guards."""
+    m = Manifest.read(FIXTURES / "format1" / "format1_pkg" / "_aot_build" / "manifest.json")
+    assert m.read_version == 1
+    (variant,) = m.entries["format1_pkg:affine"].variants
+    (leaf,) = variant.leaves
+    assert leaf.tensor == InputTensor("float32", "cpu", (4, 8), "strides", (8, 1))
+    labels = [w.paths[0].label() for w in variant.weights]
+    assert labels == ["format1_pkg.LINEAR.weight", "format1_pkg.LINEAR.bias", "format1_pkg.SCALE"]
+    assert [(g.path.label(), g.kind, g.expect) for g in variant.guards] == [
+        ("format1_pkg.LINEAR.training", "value", False)
+    ]
+    assert variant.out_leaves == (OutLeaf("tensor"),)
+    assert variant.outputs is None
+
+
+def test_extra_fields_are_ignored() -> None:
+    """Fields a reader does not know (added within a format) do not make it refuse."""
+    raw = _raw()
+    raw["files"]["ab" * 12 + ".so"]["extra"] = 1
+    raw["entries"]["pkg.mod:fn"]["note"] = "x"
+    assert Manifest.from_dict(raw, "where") == sample_manifest()

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch._inductor
+
 from ..targets import Target, compile_options
 from .isa import pinned_vec_isa
 

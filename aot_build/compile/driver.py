@@ -165,7 +165,9 @@ class _Compiler:
         consts = aoti.constant_tensors(traced.ep)
         outside = [k for k, t in consts.items() if t.numel() and t.data_ptr() in live]
         if outside:
-            listing = ", ".join(f"{tuple(consts[k].shape)} {dtype_name(consts[k].dtype)}" for k in outside[:8])
+            listing = ", ".join(
+                f"{tuple(consts[k].shape)} {dtype_name(consts[k].dtype)}" for k in outside[:8]
+            )
             more = f" and {len(outside) - 8} more" if len(outside) > 8 else ""
             routes = sorted(set(traced.recording.pathless))
             hint = (
@@ -181,7 +183,7 @@ class _Compiler:
                 f"reach each such tensor from a module global of {top!r} (directly, or as an "
                 "attribute of a module or object held there), or pass it to the function as an argument"
             )
-        embedded = [
+        embedded: list[dict[str, Any]] = [
             {
                 "name": k,
                 "shape": list(t.shape),
@@ -194,14 +196,20 @@ class _Compiler:
             listing = ", ".join(f"{c['name']} {c['shape']} {c['dtype']}" for c in embedded)
             say(
                 f"note: {entry.key} embeds {len(embedded)} tensor constant(s), "
-                f"{sum(c['bytes'] for c in embedded)} bytes ({listing}), created inside the "
+                f"{sum(int(c['bytes']) for c in embedded)} bytes ({listing}), created inside the "
                 "function (e.g. torch.tensor literals), so baked into the artifact"
             )
         traced.embedded = embedded
         return traced
 
     def variant(
-        self, entry: AotEntry, iset: InputSet, targets: list[Target], out_dir: Path, manifest: Manifest, where: str
+        self,
+        entry: AotEntry,
+        iset: InputSet,
+        targets: list[Target],
+        out_dir: Path,
+        manifest: Manifest,
+        where: str,
     ) -> tuple[Variant, Shapes]:
         here = where + (f" [{', '.join(f'{k}={v}' for k, v in iset.pinned.items())}]" if iset.pinned else "")
         exported: dict[str, Traced] = {}
@@ -257,6 +265,10 @@ class _Compiler:
 
     def compile_entry(self, entry: AotEntry, targets: list[Target], staging: Path) -> None:
         where = _where(entry, self.build_lib)
+        try:
+            sets = input_sets(entry, where)
+        except AotBuildError as exc:
+            raise CompileError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from exc
         top = top_package(entry.__wrapped__.__module__)
         if not hasattr(sys.modules.get(top), "__path__"):
             raise CompileError(
@@ -264,10 +276,6 @@ class _Compiler:
                 "aot_build ships artifacts inside a package folder. Move the module into a "
                 "package (a folder with __init__.py)"
             )
-        try:
-            sets = input_sets(entry, where)
-        except AotBuildError as exc:
-            raise CompileError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from exc
         manifest = self.manifest(top)
         out_dir = staging / top / ARTIFACT_DIR
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -311,7 +319,10 @@ class _Compiler:
                 failures.append(exc)
                 print(f"\naot-build: error: {exc}\n", file=sys.stderr, flush=True)
         if failures:
-            names = "\n  ".join(str(f).strip().splitlines()[-2] if len(str(f).strip().splitlines()) > 1 else str(f) for f in failures)
+            names = "\n  ".join(
+                str(f).strip().splitlines()[-2] if len(str(f).strip().splitlines()) > 1 else str(f)
+                for f in failures
+            )
             raise CompileError(
                 f"{len(failures)} of {len(entries)} entries failed to compile (each error is above); "
                 f"no artifacts were written:\n  {names}"

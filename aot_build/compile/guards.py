@@ -58,8 +58,10 @@ def _class_ref(cls: type, path: ObjPath, where: str) -> str:
 
 
 def _guards_for(path: ObjPath, value: Any, where: str) -> list[Guard]:
-    if value is ABSENT or value is METHOD:
+    if value is ABSENT:
         return [Guard(path, "absent")]
+    if value is METHOD:  # found on the class: only an instance attribute could override it
+        return [Guard(path, "absent", "method")]
     if isinstance(value, torch.Tensor):
         return []  # weights, or tensors created during the call
     if is_plain(value):
@@ -83,7 +85,9 @@ def _sort_key(path: ObjPath) -> tuple[Any, ...]:
     return (path.root, tuple((k, repr(v)) for k, v in path.steps))
 
 
-def plan(rec: Recording, lifted: Lifted, weight_ids: dict[int, int], where: str) -> tuple[list[Guard], list[Weight]]:
+def plan(
+    rec: Recording, lifted: Lifted, weight_ids: dict[int, int], where: str
+) -> tuple[list[Guard], list[Weight]]:
     """Guards and weights of a variant from its final export's recording."""
     guards: list[Guard] = []
     for path in sorted(rec.reads, key=_sort_key):
@@ -95,7 +99,8 @@ def plan(rec: Recording, lifted: Lifted, weight_ids: dict[int, int], where: str)
             continue  # a weight's alias paths are in its Weight record
         guards += [Guard(p, "same", first.to_json()) for p in rest]
     weights = [
-        Weight(tuple(sorted(paths, key=_sort_key)), _spec(t)) for paths, t in zip(lifted.paths, lifted.tensors, strict=True)
+        Weight(tuple(sorted(paths, key=_sort_key)), _spec(t))
+        for paths, t in zip(lifted.paths, lifted.tensors, strict=True)
     ]
     return guards, weights
 
@@ -110,7 +115,11 @@ def summary(guards: list[Guard], weights: list[Weight]) -> str:
     for g in guards:
         counts[g.kind] = counts.get(g.kind, 0) + 1
     tied = sum(len(w.paths) > 1 for w in weights)
-    values = [g.path.label() for g in guards if g.kind == "value" and g.path.steps and g.path.steps[-1][1] != "training"]
+    values = [
+        g.path.label()
+        for g in guards
+        if g.kind == "value" and g.path.steps and g.path.steps[-1][1] != "training"
+    ]
     values += [g.path.label() for g in guards if g.kind == "value" and not g.path.steps]
     shown = ", ".join(values[:6]) + (f", ... ({len(values) - 6} more)" if len(values) > 6 else "")
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))

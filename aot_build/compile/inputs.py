@@ -20,6 +20,7 @@ from torch.utils import _pytree as pytree
 
 from ..decorate import AotEntry
 from ..errors import EntryError
+from ..values import is_plain
 
 #: At most this many size-1 variants per input set (2**dims - 1 are needed for full cover).
 MAX_PINNED = 7
@@ -62,8 +63,10 @@ class InputSet:
                 m = next(maps)
                 return dict(m) if m else None
             if isinstance(value, (tuple, list)):
-                return type(value)(rebuild(v) for v in value) if type(value) in (tuple, list) else tuple(
-                    rebuild(v) for v in value
+                return (
+                    type(value)(rebuild(v) for v in value)
+                    if type(value) in (tuple, list)
+                    else tuple(rebuild(v) for v in value)
                 )
             if isinstance(value, dict):
                 return {k: rebuild(v) for k, v in value.items()}
@@ -172,6 +175,13 @@ def input_sets(entry: AotEntry, where: str) -> list[InputSet]:
         for value, s, name in zip(canonical, full_spec, names, strict=True):
             _align(value, s, dims, f"{here}: dynamic_shapes for {name}")
         labels = _leaf_labels(canonical, names)
+        for value, label in zip(pytree.tree_leaves(canonical), labels, strict=True):
+            if not isinstance(value, torch.Tensor) and not is_plain(value):
+                raise EntryError(
+                    f"{here}: example argument {label} is a {type(value).__name__}; example inputs may "
+                    "hold tensors, bool, int, float, str and None, in tuples, lists and dicts; fix "
+                    "example_inputs (for a method, only self may be another object)"
+                )
         iset = InputSet(index, canonical, self_obj, dims, labels)
         tensors = [v for v in pytree.tree_leaves(canonical) if isinstance(v, torch.Tensor)]
         for t, m, label in zip(tensors, dims, iset.tensor_labels(), strict=True):
@@ -223,7 +233,13 @@ def pinned_copies(
                 t = t.narrow(j, 0, size)
                 dims.pop(j, None)
             if t is not v:
-                fmt = torch.channels_last if v.dim() == 4 and v.is_contiguous(memory_format=torch.channels_last) and not v.is_contiguous() else torch.contiguous_format
+                fmt = (
+                    torch.channels_last
+                    if v.dim() == 4
+                    and v.is_contiguous(memory_format=torch.channels_last)
+                    and not v.is_contiguous()
+                    else torch.contiguous_format
+                )
                 t = t.contiguous(memory_format=fmt)
             new_leaves.append(t)
             new_dims.append(dims)

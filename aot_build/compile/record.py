@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import functools
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -64,7 +65,9 @@ def _is_trackable(value: Any) -> bool:
     """Objects whose identity and attributes matter (not plain values, callables, types)."""
     if value is None or value is ABSENT or value is METHOD or is_plain(value):
         return False
-    return not isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType))
+    return not isinstance(
+        value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType)
+    )
 
 
 @dataclass
@@ -263,7 +266,7 @@ class Recorder:
                 return value
 
             try:
-                cls.__getattribute__ = getattribute  # type: ignore[method-assign]
+                cls.__getattribute__ = getattribute  # type: ignore[method-assign, assignment]
             except TypeError:  # an extension type: its attributes are not Python state
                 continue
             undo.append(_restorer(cls, "__getattribute__", own))
@@ -278,7 +281,11 @@ class Recorder:
                 raise
             d = object.__getattribute__(self, "__dict__")
             kind = "getattr"
-            for table, table_kind in (("_parameters", "param"), ("_buffers", "buffer"), ("_modules", "child")):
+            for table, table_kind in (
+                ("_parameters", "param"),
+                ("_buffers", "buffer"),
+                ("_modules", "child"),
+            ):
                 if name in d.get(table, ()):
                     kind = table_kind
                     break
@@ -302,7 +309,7 @@ class Recorder:
         for mod in self.package_modules():
             if type(mod) is types.ModuleType:
                 mod.__class__ = RecordingModule
-                undo.append(lambda m=mod: setattr(m, "__class__", types.ModuleType))
+                undo.append(functools.partial(setattr, mod, "__class__", types.ModuleType))
 
 
 def _restorer(cls: type, name: str, own: Any) -> Callable[[], None]:

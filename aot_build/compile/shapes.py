@@ -74,7 +74,11 @@ def read_shapes(ep: torch.export.ExportedProgram, iset: InputSet) -> Shapes:
     for k, dims in enumerate(iset.dims):
         for j, d in dims.items():
             e = exprs[k][j]
-            if isinstance(e, sympy.Symbol) and e not in names and isinstance(getattr(d, "__name__", None), str):
+            if (
+                isinstance(e, sympy.Symbol)
+                and e not in names
+                and isinstance(getattr(d, "__name__", None), str)
+            ):
                 if type(d).__name__ not in ("_DerivedDim", "_DimHint"):
                     names[e] = d.__name__
     for k, e_dims in enumerate(exprs):
@@ -113,6 +117,7 @@ def input_leaves(args_leaves: list[Any], shapes: Shapes, iset: InputSet, where: 
             continue
         dims = tuple(_dim_spec(e, shapes.names, f"{where}: {label}") for e in shapes.exprs[k])
         dynamic = any(not isinstance(d, int) for d in dims)
+        stride: tuple[int, ...]
         if value.is_contiguous():
             layout, stride = "contiguous", ()
         elif value.dim() == 4 and value.is_contiguous(memory_format=torch.channels_last):
@@ -124,8 +129,6 @@ def input_leaves(args_leaves: list[Any], shapes: Shapes, iset: InputSet, where: 
                 f"{where}: example argument {label} is not contiguous, and its dimensions are "
                 "dynamic; pass a .contiguous() example (calls are then checked to be contiguous)"
             )
-        out.append(
-            Leaf(tensor=InputTensor(dtype_name(value.dtype), value.device.type, dims, layout, stride))
-        )
+        out.append(Leaf(tensor=InputTensor(dtype_name(value.dtype), value.device.type, dims, layout, stride)))
         k += 1
     return tuple(out)

@@ -95,7 +95,9 @@ def split_outputs(
                 kinds.append(OutLeaf("tensor"))
         elif isinstance(leaf, _SYM):
             keep.append(leaf)
-            kinds.append(OutLeaf("sym", value={torch.SymInt: "int", torch.SymFloat: "float"}.get(type(leaf), "bool")))
+            kinds.append(
+                OutLeaf("sym", value={torch.SymInt: "int", torch.SymFloat: "float"}.get(type(leaf), "bool"))
+            )
         else:
             try:
                 kinds.append(OutLeaf("value", value=encode(leaf)))
@@ -112,7 +114,14 @@ class _Traced(torch.nn.Module):
     """Calls the entry with the lifted weights substituted at their paths, under the
     recorder; returns the tensors of the result."""
 
-    def __init__(self, call: Callable[[tuple[Any, ...]], Any], lifted: Lifted, recorder: Recorder, self_obj: Any, where: str) -> None:
+    def __init__(
+        self,
+        call: Callable[[tuple[Any, ...]], Any],
+        lifted: Lifted,
+        recorder: Recorder,
+        self_obj: Any,
+        where: str,
+    ) -> None:
         super().__init__()
         self._call = call
         self._lifted = lifted
@@ -144,7 +153,9 @@ def _to(device: str, value: Any) -> Any:
     return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
 
 
-def unlifted_reads(rec: Recording, recorder: Recorder, weight_ids: dict[int, int]) -> list[tuple[ObjPath, torch.Tensor]]:
+def unlifted_reads(
+    rec: Recording, recorder: Recorder, weight_ids: dict[int, int]
+) -> list[tuple[ObjPath, torch.Tensor]]:
     """Pre-existing package tensors the run read that are not weights yet."""
     return [
         (path, value)

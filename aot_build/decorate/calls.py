@@ -46,10 +46,10 @@ class CallBinder:
         """The canonical tuple of a call, or None when the call does not fit the signature
         (the Python function then runs and raises its own TypeError)."""
         n = len(args)
-        if not kwargs:
+        if not kwargs and n <= self._n_positional:
             if n == len(self.names):
                 return args
-            if self._first_default <= n < len(self.names) and n <= self._n_positional:
+            if self._first_default <= n < len(self.names):
                 return args + self.defaults[n:]
         try:
             bound = self.signature.bind(*args, **kwargs)

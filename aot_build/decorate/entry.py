@@ -54,7 +54,9 @@ class AotEntry:
 
     __wrapped__: Callable[..., Any]
 
-    def __init__(self, fn: Callable[..., Any], example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], example_inputs: ExampleInputs, dynamic_shapes: Any = None
+    ) -> None:
         where = _describe(fn)
         if not isinstance(fn, types.FunctionType):
             raise EntryError(

@@ -66,11 +66,9 @@ def tensor_guards(tensors: tuple[torch.Tensor, ...]) -> Any:
     try:
         from torch._C._dynamo.guards import TensorGuards
 
-        return TensorGuards(
-            *tensors,
-            dynamic_dims_sizes=[list(t.shape) for t in tensors],
-            dynamic_dims_strides=[list(t.stride()) for t in tensors],
-        )
+        sizes: list[Any] = [list(t.shape) for t in tensors]
+        strides: list[Any] = [list(t.stride()) for t in tensors]
+        return TensorGuards(*tensors, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides)
     except (ImportError, TypeError, RuntimeError):
         return _PythonTensorGuards(*tensors)
 
@@ -88,7 +86,7 @@ class Failure:
 
     reason: str
     key: str
-    explain: Callable[[Any, tuple[Any, ...]], str]
+    explain: Callable[..., str]
 
 
 class _Source:
@@ -107,7 +105,7 @@ class _Source:
         self._const_ids[key] = name
         return name
 
-    def fail(self, reason: str, key: str, explain: Callable[[Any, tuple[Any, ...]], str]) -> str:
+    def fail(self, reason: str, key: str, explain: Callable[..., str]) -> str:
         self.failures.append(Failure(reason, key, explain))
         return f"return {len(self.failures) - 1}"
 
@@ -116,7 +114,12 @@ class _Source:
 
 
 def _attr(expr: str, name: Any, src: _Source) -> str:
-    if isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__"):
+    if (
+        isinstance(name, str)
+        and name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith("__")
+    ):
         return f"{expr}.{name}"
     return f"getattr({expr}, {src.const(name)})"
 
@@ -171,42 +174,58 @@ class CheckBuilder:
                 elif type(expected) is float and math.isnan(expected):
                     src.emit(f"if type({a}) is not float or {a} == {a}: {fail}")
                 else:
-                    src.emit(f"if type({a}) is not {src.const(type(expected))} or {a} != {src.const(expected)}: {fail}")
+                    kind = src.const(type(expected))
+                    src.emit(f"if type({a}) is not {kind} or {a} != {_lit(expected, src)}: {fail}")
                 continue
             spec = lf.tensor
             tensors.append(a)
             fail = src.fail(
                 "inputs",
                 f"{label} type",
-                lambda s, args, i=i, label=label: f"{label} is {type(args[i]).__name__}, compiled for a torch.Tensor",
+                lambda s, args, i=i, label=label: (
+                    f"{label} is {type(args[i]).__name__}, compiled for a torch.Tensor"
+                ),
             )
             src.emit(f"if type({a}) is not T0 and type({a}) is not T1: {fail}")
             dtype = _dtype(spec.dtype)
             fail = src.fail(
                 "inputs",
                 f"{label} dtype",
-                lambda s, args, i=i, label=label, d=spec.dtype: f"{label} is {str(args[i].dtype)[6:]}, compiled for {d}",
+                lambda s, args, i=i, label=label, d=spec.dtype: (
+                    f"{label} is {str(args[i].dtype)[6:]}, compiled for {d}"
+                ),
             )
             src.emit(f"if {a}.dtype is not {src.const(dtype)}: {fail}")
             if not self.cuda:
                 fail = src.fail(
-                    "device", f"{label} device", lambda s, args, i=i, label=label: f"{label} is on {args[i].device}, artifacts are for the CPU"
+                    "device",
+                    f"{label} device",
+                    lambda s, args, i=i, label=label: (
+                        f"{label} is on {args[i].device}, artifacts are for the CPU"
+                    ),
                 )
                 src.emit(f"if not {a}.is_cpu: {fail}")
             elif first_tensor:
                 src.emit(f"dev = {a}.device")
             else:
                 fail = src.fail(
-                    "device", f"{label} device", lambda s, args, i=i, label=label: f"{label} is on {args[i].device}, another argument is not"
+                    "device",
+                    f"{label} device",
+                    lambda s, args, i=i, label=label: (
+                        f"{label} is on {args[i].device}, another argument is not"
+                    ),
                 )
                 src.emit(f"if {a}.device != dev: {fail}")
             first_tensor = False
             sh = f"s{i}"
             src.emit(f"{sh} = {a}.shape")
+            rank = len(spec.dims)
             fail = src.fail(
                 "inputs",
                 f"{label} rank",
-                lambda s, args, i=i, label=label, n=len(spec.dims): f"{label} has {args[i].dim()} dimensions, compiled for {n}",
+                lambda s, args, i=i, label=label, n=rank: (
+                    f"{label} has {args[i].dim()} dimensions, compiled for {n}"
+                ),
             )
             src.emit(f"if len({sh}) != {len(spec.dims)}: {fail}")
             for j, d in enumerate(spec.dims):
@@ -215,21 +234,27 @@ class CheckBuilder:
                 fail = src.fail(
                     "inputs",
                     f"{label} layout",
-                    lambda s, args, label=label: f"{label} is not contiguous; pass a contiguous tensor (.contiguous())",
+                    lambda s, args, label=label: (
+                        f"{label} is not contiguous; pass a contiguous tensor (.contiguous())"
+                    ),
                 )
                 src.emit(f"if not {a}.is_contiguous(): {fail}")
             elif spec.layout == "channels_last":
                 fail = src.fail(
                     "inputs",
                     f"{label} layout",
-                    lambda s, args, label=label: f"{label} is not channels_last; pass .contiguous(memory_format=torch.channels_last)",
+                    lambda s, args, label=label: (
+                        f"{label} is not channels_last; pass .contiguous(memory_format=torch.channels_last)"
+                    ),
                 )
                 src.emit(f"if not {a}.is_contiguous(memory_format={src.const(torch.channels_last)}): {fail}")
             else:
                 fail = src.fail(
                     "inputs",
                     f"{label} strides",
-                    lambda s, args, i=i, label=label, st=spec.stride: f"{label} has strides {args[i].stride()}, compiled for {st}",
+                    lambda s, args, i=i, label=label, st=spec.stride: (
+                        f"{label} has strides {args[i].stride()}, compiled for {st}"
+                    ),
                 )
                 src.emit(f"if {a}.stride() != {src.const(tuple(spec.stride))}: {fail}")
         return tensors
@@ -247,12 +272,16 @@ class CheckBuilder:
             return
         sym, mul, add = (d, 1, 0) if isinstance(d, str) else (d["sym"], d["mul"], d["add"])
         lo, hi = self.v.symbols.get(sym, (0, UNBOUNDED))
-        rng = f"{lo}..{hi if hi < UNBOUNDED else 'inf'}" + (" (and 1, by its own artifact)" if sym in self.size_one else "")
+        rng = f"{lo}..{hi if hi < UNBOUNDED else 'inf'}" + (
+            " (and 1, by its own artifact)" if sym in self.size_one else ""
+        )
         if sym in syms:
             fail = src.fail(
                 "inputs",
                 what,
-                lambda s, args: f"{what} is {size(args)}, compiled to equal {mul}*{sym}+{add} of the other arguments",
+                lambda s, args: (
+                    f"{what} is {size(args)}, compiled to equal {mul}*{sym}+{add} of the other arguments"
+                ),
             )
             src.emit(f"if {sh}[{j}] != {mul} * {syms[sym]} + {add}: {fail}")
             return
@@ -261,8 +290,10 @@ class CheckBuilder:
         fail = src.fail(
             "inputs",
             f"{what} range",
-            lambda s, args: f"{what} ({sym}) is {size(args)}, compiled for {sym} {rng}"
-            + (f" (size = {mul}*{sym}+{add})" if (mul, add) != (1, 0) else ""),
+            lambda s, args: (
+                f"{what} ({sym}) is {size(args)}, compiled for {sym} {rng}"
+                + (f" (size = {mul}*{sym}+{add})" if (mul, add) != (1, 0) else "")
+            ),
         )
         if (mul, add) == (1, 0):
             src.emit(f"{var} = {sh}[{j}]")
@@ -278,95 +309,104 @@ class CheckBuilder:
         if path in self._vars:
             return self._vars[path]
         src = self.src
+        if not path.steps and path.root[0] == "self":
+            return "a_self"
         var = self._new()
         if not path.steps:
-            if path.root[0] == "self":
-                return "a_self"
             module_dict = paths.root_object(path).__dict__
-            src.emit(f"{var} = {src.const(module_dict)}[{src.const(path.root[2])}]")
+            src.emit(f"{var} = {src.const(module_dict)}[{_lit(path.root[2], src)}]")
         else:
-            kind, key = path.steps[-1]
-            parent = self._path(ObjPath(path.root, path.steps[:-1]))
-            if kind == "attr":
-                src.emit(f"{var} = {parent}.__dict__[{src.const(key)}]")
-            elif kind in _ACCESS:
-                src.emit(f"{var} = {parent}.{_ACCESS[kind]}[{src.const(key)}]")
-            elif kind == "item":
-                src.emit(f"{var} = {parent}[{src.const(key)}]")
-            else:
-                src.emit(f"{var} = {_attr(parent, key, src)}")
+            src.emit(f"{var} = {self._read(path)}")
         self._vars[path] = var
         return var
 
-    def _guard(self, g: Guard) -> None:
+    def _dict_of(self, path: ObjPath) -> str:
+        """A local variable holding ``__dict__`` of the object at ``path``."""
+        key = ObjPath(("__dict__", *path.root), path.steps)
+        if key not in self._vars:
+            obj = self._path(path)
+            var = self._new()
+            self.src.emit(f"{var} = {obj}.__dict__")
+            self._vars[key] = var
+        return self._vars[key]
+
+    def _read(self, path: ObjPath) -> str:
+        """An expression reading the last step of ``path`` from its parent."""
+        kind, key = path.steps[-1]
+        parent = ObjPath(path.root, path.steps[:-1])
+        if kind == "attr":
+            return f"{self._dict_of(parent)}[{_lit(key, self.src)}]"
+        obj = self._path(parent)
+        if kind in _ACCESS:
+            return f"{obj}.{_ACCESS[kind]}[{_lit(key, self.src)}]"
+        if kind == "item":
+            return f"{obj}[{_lit(key, self.src)}]"
+        return _attr(obj, key, self.src)
+
+    def _conditions(self, g: Guard, values_: list[tuple[str, str]]) -> list[str]:
+        """Failing conditions of ``g``; plain values go into ``values_`` as (read, expected)
+        for one tuple comparison per object."""
         src = self.src
-        label = g.path.label()
         if g.kind == "absent":
-            parent = self._path(ObjPath(g.path.root, g.path.steps[:-1]))
-            name = g.path.steps[-1][1]
-            fail = src.fail(
-                "state", f"{label} absent", lambda s, args: f"{label} is now set on the instance (it was not when compiled)"
-            )
-            cls = self._classes.get(ObjPath(g.path.root, g.path.steps[:-1]))
-            tables = ["__dict__"]
-            if cls is not None and issubclass(cls, torch.nn.Module):
-                tables += list(_ACCESS.values())
-            cond = " or ".join(f"{src.const(name)} in {parent}.{t}" for t in tables)
-            src.emit(f"if {cond}: {fail}")
-            return
-        var = self._path(g.path)
+            parent = ObjPath(g.path.root, g.path.steps[:-1])
+            name = _lit(g.path.steps[-1][1], src)
+            cls = self._classes.get(parent)
+            conds = [f"{name} in {self._dict_of(parent)}"]
+            if g.expect != "method" and cls is not None and issubclass(cls, torch.nn.Module):
+                obj = self._path(parent)
+                conds += [f"{name} in {obj}.{t}" for t in _ACCESS.values()]
+            return conds
+        read = self._read(g.path) if g.path.steps and g.path.steps[-1][0] == "attr" else self._path(g.path)
         if g.kind == "value":
             expected = values.decode(g.expect)
-            fail = src.fail(
-                "state",
-                f"{label} value",
-                lambda s, args: f"{label} is {_describe_now(g.path, s)}, compiled for {_describe_value(expected)}",
-            )
             if expected is None or type(expected) is bool:
-                src.emit(f"if {var} is not {expected!r}: {fail}")
-            elif type(expected) is float and math.isnan(expected):
-                src.emit(f"if type({var}) is not float or {var} == {var}: {fail}")
-            else:
-                src.emit(f"if type({var}) is not {src.const(type(expected))} or {var} != {src.const(expected)}: {fail}")
-        elif g.kind in ("type", "ident"):
+                return [f"{read} is not {expected!r}"]
+            if type(expected) is float and math.isnan(expected):
+                var = self._path(g.path)
+                return [f"type({var}) is not float or {var} == {var}"]
+            if type(expected) in (int, float):  # 2 and 2.0 compute different dtypes
+                var = self._path(g.path)
+                values_.append((var, _lit(expected, src)))
+                return [f"type({var}) is not {type(expected).__name__}"]
+            values_.append((read, _lit(expected, src)))
+            return []
+        if g.kind in ("type", "ident"):
             obj = resolve(str(g.expect))
             if g.kind == "type":
                 self._classes[g.path] = obj
+                return [f"type({self._path(g.path)}) is not {src.const(obj)}"]
+            return [f"{read} is not {src.const(obj)}"]
+        if g.kind == "len":
+            n = int(g.expect)
+            return [read] if n == 0 else [f"len({read}) != {n}"]
+        if g.kind == "keys":
+            return [f"list({read}) != {_lit(list(values.decode(g.expect)), src)}"]
+        other = self._path(ObjPath.from_json(g.expect))
+        return [f"{self._path(g.path)} is not {other}"]
+
+    def _state(self) -> None:
+        """One ``if`` per object: all guards on its attributes in one condition."""
+        src = self.src
+        groups: dict[ObjPath, list[Guard]] = {}
+        for g in self.v.guards:
+            owner = ObjPath(g.path.root, g.path.steps[:-1]) if g.path.steps and g.kind != "type" else g.path
+            groups.setdefault(owner, []).append(g)
+        for owner, guards in groups.items():
+            pairs: list[tuple[str, str]] = []
+            conds: list[str] = []
+            for g in guards:
+                conds += self._conditions(g, pairs)
+            if pairs:
+                reads = "".join(f"{r}, " for r, _ in pairs)
+                expected = "".join(f"{e}, " for _, e in pairs)
+                conds.append(f"({reads}) != ({expected})")
+            if conds:
                 fail = src.fail(
                     "state",
-                    f"{label} type",
-                    lambda s, args: f"{label} is a {_type_now(g.path, s)}, compiled for {obj.__module__}.{obj.__qualname__}",
+                    f"{owner.label()} state",
+                    lambda s, args, guards=guards, owner=owner: _first_problem(guards, s, owner),
                 )
-                src.emit(f"if type({var}) is not {src.const(obj)}: {fail}")
-            else:
-                fail = src.fail(
-                    "state", f"{label} ident", lambda s, args: f"{label} was replaced (compiled for {g.expect})"
-                )
-                src.emit(f"if {var} is not {src.const(obj)}: {fail}")
-        elif g.kind == "len":
-            n = int(g.expect)
-            fail = src.fail(
-                "state",
-                f"{label} len",
-                lambda s, args: f"{label} has {_len_now(g.path, s)} entries, compiled with {n}"
-                + (" (hooks are not compiled in)" if "hooks" in label else ""),
-            )
-            src.emit(f"if len({var}) != {n}: {fail}")
-        elif g.kind == "keys":
-            keys = list(values.decode(g.expect))
-            fail = src.fail(
-                "state", f"{label} keys", lambda s, args: f"{label} has keys {_keys_now(g.path, s)}, compiled for {keys}"
-            )
-            src.emit(f"if list({var}) != {src.const(keys)}: {fail}")
-        elif g.kind == "same":
-            other = ObjPath.from_json(g.expect)
-            ovar = self._path(other)
-            fail = src.fail(
-                "state",
-                f"{label} same",
-                lambda s, args: f"{label} is no longer the same object as {other.label()} (tied when compiled)",
-            )
-            src.emit(f"if {var} is not {ovar}: {fail}")
+                src.emit(f"if {' or '.join(conds)}: {fail}")
 
     def _weights(self) -> list[str]:
         src, out = self.src, []
@@ -379,7 +419,9 @@ class CheckBuilder:
                 fail = src.fail(
                     "weights",
                     f"{p.label()} tied",
-                    lambda s, args, p=p, first=first: f"{p.label()} is no longer the same tensor as {first.label()} (tied when compiled)",
+                    lambda s, args, p=p, first=first: (
+                        f"{p.label()} is no longer the same tensor as {first.label()} (tied when compiled)"
+                    ),
                 )
                 src.emit(f"if {other} is not {var}: {fail}")
         return out
@@ -392,17 +434,98 @@ class CheckBuilder:
         if grads:
             fail = src.fail("autograd", "autograd", lambda s, args: _AUTOGRAD)
             src.emit(f"if GE() and ({grads}): {fail}")
-        for g in self.v.guards:
-            self._guard(g)
+        self._state()
         weights = self._weights()
         if weights:
             src.emit(f"if not TG[0].check({', '.join(weights)}): return {WEIGHTS_CHANGED}")
         items = [*tensors, *weights]
         src.emit(f"return ({''.join(x + ', ' for x in items)})")
         params = ", ".join(["a_self", *(f"a{i}" for i in range(n))])
-        body = "\n".join(["try:", *("    " + ln for ln in src.lines), "except Exception:", f"    return {EXCEPTION}"])
+        body = "\n".join(
+            ["try:", *("    " + ln for ln in src.lines), "except Exception:", f"    return {EXCEPTION}"]
+        )
         code = f"def check({params}):\n" + "\n".join("    " + ln for ln in body.splitlines()) + "\n"
         return Check(self.v, code, src.consts, src.failures, len(tensors))
+
+
+def _lit(value: Any, src: _Source) -> str:
+    """Source text for a plain constant: a Python literal where ``repr`` gives one that
+    evaluates back to an equal value of the same type (never code), else a constant slot."""
+    kind = type(value)
+    if value is None or kind in (bool, int, str) or (kind is float and math.isfinite(value)):
+        return repr(value)
+    if kind in (tuple, list) and all(type(v) in (bool, int, str, type(None)) for v in value):
+        return repr(value)
+    return src.const(value)
+
+
+def guard_problem(g: Guard, self_obj: Any) -> str | None:
+    """What is wrong with ``g`` now (None: it holds); the slow, exact form of the check."""
+    label = g.path.label()
+    try:
+        if g.kind == "absent":
+            parent = paths.resolve(ObjPath(g.path.root, g.path.steps[:-1]), self_obj)
+            name = g.path.steps[-1][1]
+            tables = [paths.container(parent, "attr", name)]
+            tables += (
+                []
+                if g.expect == "method"
+                else [
+                    t
+                    for t in (getattr(parent, "__dict__", {}).get(a) for a in _ACCESS.values())
+                    if isinstance(t, dict)
+                ]
+            )
+            return (
+                f"{label} is now set on the instance (it was not when compiled)"
+                if any(name in t for t in tables)
+                else None
+            )
+        obj = paths.resolve(g.path, self_obj)
+    except LookupError as exc:
+        return f"{label} no longer exists ({exc})"
+    if g.kind == "value":
+        expected = values.decode(g.expect)
+        ok = values.same(obj, expected)
+        return None if ok else f"{label} is {_describe_value(obj)}, compiled for {_describe_value(expected)}"
+    if g.kind in ("type", "ident"):
+        try:
+            want = resolve(str(g.expect))
+        except LookupError as exc:
+            return f"{label}: {exc}"
+        if g.kind == "type":
+            t = type(obj)
+            return (
+                None
+                if t is want
+                else f"{label} is a {t.__module__}.{t.__qualname__}, compiled for {g.expect}"
+            )
+        return None if obj is want else f"{label} was replaced (compiled for {g.expect})"
+    if g.kind == "len":
+        n = len(obj) if hasattr(obj, "__len__") else -1
+        hooks = " (hooks are not compiled in)" if "hooks" in label else ""
+        return None if n == int(g.expect) else f"{label} has {n} entries, compiled with {g.expect}{hooks}"
+    if g.kind == "keys":
+        keys = list(values.decode(g.expect))
+        return None if list(obj) == keys else f"{label} has keys {list(obj)}, compiled for {keys}"
+    other = ObjPath.from_json(g.expect)
+    try:
+        same = obj is paths.resolve(other, self_obj)
+    except LookupError as exc:
+        return f"{other.label()} no longer exists ({exc})"
+    return (
+        None
+        if same
+        else f"{label} is no longer the same object as {other.label()} (one object when compiled)"
+    )
+
+
+def _first_problem(guards: list[Guard], self_obj: Any, owner: ObjPath) -> str:
+    for g in guards:
+        problem = guard_problem(g, self_obj)
+        if problem:
+            return problem
+    return f"{owner.label()} changed while the call was being checked"
 
 
 _AUTOGRAD = (
@@ -411,54 +534,29 @@ _AUTOGRAD = (
 )
 
 
-def _now(path: ObjPath, self_obj: Any) -> Any:
-    return paths.resolve(path, self_obj)
-
-
-def _describe_now(path: ObjPath, self_obj: Any) -> str:
-    try:
-        return _describe_value(_now(path, self_obj))
-    except LookupError as exc:
-        return f"gone ({exc})"
-
-
-def _type_now(path: ObjPath, self_obj: Any) -> str:
-    try:
-        t = type(_now(path, self_obj))
-        return f"{t.__module__}.{t.__qualname__}"
-    except LookupError as exc:
-        return f"missing object ({exc})"
-
-
-def _len_now(path: ObjPath, self_obj: Any) -> str:
-    try:
-        return str(len(_now(path, self_obj)))
-    except (LookupError, TypeError) as exc:
-        return f"no ({exc})"
-
-
-def _keys_now(path: ObjPath, self_obj: Any) -> str:
-    try:
-        return str(list(_now(path, self_obj)))
-    except (LookupError, TypeError) as exc:
-        return f"none ({exc})"
-
-
 class Check:
     """A compiled check; ``fast`` for every call, ``verify_weights`` when the cached weight
     metadata no longer matches (a weight was replaced or converted)."""
 
-    def __init__(self, variant: Variant, code: str, consts: list[Any], failures: list[Failure], n_tensors: int) -> None:
+    def __init__(
+        self, variant: Variant, code: str, consts: list[Any], failures: list[Failure], n_tensors: int
+    ) -> None:
         self.variant = variant
         self.code = code
         self.failures = failures
         self.n_tensors = n_tensors
         self._tg: list[Any] = [_NeverChecked()]
         self._lock = threading.Lock()
-        env = {"K": consts, "T0": torch.Tensor, "T1": torch.nn.Parameter, "GE": torch.is_grad_enabled, "TG": self._tg}
+        env: dict[str, Any] = {
+            "K": consts,
+            "T0": torch.Tensor,
+            "T1": torch.nn.Parameter,
+            "GE": torch.is_grad_enabled,
+            "TG": self._tg,
+        }
         exec(compile(code, f"<aot_build check of {variant.signature()[:60]}>", "exec"), env)
         self.fast: Callable[..., Any] = env["check"]
-        gather_env = dict(env, TG=[_AlwaysTrue()])
+        gather_env: dict[str, Any] = dict(env, TG=[_AlwaysTrue()])
         exec(compile(code, "<aot_build weight gather>", "exec"), gather_env)
         self._gather: Callable[..., Any] = gather_env["check"]
         self.specs = [w.spec for w in variant.weights]

@@ -18,6 +18,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from ..manifest import Artifact, Manifest, Variant
 from ..names import top_package
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, manifest_for, open_library, verify
-from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder
+from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, guard_problem
 
 if TYPE_CHECKING:
     from ..decorate import AotEntry
@@ -80,7 +81,8 @@ class _Fallback:
         msg = f"aot_build: {self.key} runs as plain Python: {miss.detail}"
         if self.strict:
             raise FallbackError(f"{msg} ({ENV_STRICT}=1 makes this an error)")
-        key = (miss.reason, miss.key)
+        # state: one warning per distinct change; inputs: one per failing check (sizes vary)
+        key = (miss.reason, miss.detail if miss.reason == "state" else miss.key)
         if key not in self.warned:
             self.warned.add(key)
             # user code -> AotEntry.__call__ -> _Bound.__call__ (or the always-lambda) -> here
@@ -106,7 +108,9 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
             return r
         if str(path) not in _VERIFIED:
             record = manifest.files.get(art.file)
-            _VERIFIED[str(path)] = "not listed in the manifest" if record is None else verify(path, record.sha256)
+            _VERIFIED[str(path)] = (
+                "not listed in the manifest" if record is None else verify(path, record.sha256)
+            )
         problem = _VERIFIED[str(path)]
         if problem:
             raise Miss("artifact", f"{problem}; reinstall the package", f"artifact {art.file}")
@@ -130,9 +134,7 @@ class _VariantRunner:
             self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
         self.check: Check = CheckBuilder(variant, "cuda" in self.by_device, size_one).build()
         self.n_tensors = self.check.n_tensors
-        self.key = tuple(
-            None if lf.tensor is not None else values.decode(lf.value) for lf in variant.leaves
-        )
+        self.key = tuple(None if lf.tensor is not None else values.decode(lf.value) for lf in variant.leaves)
         self.dtypes = tuple(
             getattr(torch, lf.tensor.dtype) if lf.tensor is not None else None for lf in variant.leaves
         )
@@ -157,18 +159,24 @@ class _VariantRunner:
                 exprs.append(f"o[{k}]")
                 k += 1
             elif leaf.kind == "sym":
-                exprs.append(f"{ {'int': 'int', 'float': 'float'}.get(str(leaf.value), 'bool')}(o[{k}])")
+                exprs.append(f"{ {'int': 'int', 'float': 'float'}.get(str(leaf.value), 'bool') }(o[{k}])")
                 k += 1
             elif leaf.kind == "value":
                 value = values.decode(leaf.value)
                 # mutable values are decoded afresh per call: callers may change them
-                exprs.append(f"{const(values.decode)}({const(leaf.value)})" if isinstance(value, (list, dict)) else const(value))
+                exprs.append(
+                    f"{const(values.decode)}({const(leaf.value)})"
+                    if isinstance(value, (list, dict))
+                    else const(value)
+                )
             elif leaf.kind == "input":
                 exprs.append(f"a[{leaf.index}]")
             else:
                 exprs.append(f"r[{self.n_tensors + leaf.index}]")
         body = trees.build_expr(self.variant.outputs, lambda i: exprs[i], const)
-        fn: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any] = eval(f"lambda o, a, r: {body}", {"K": consts})
+        fn: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any] = eval(
+            f"lambda o, a, r: {body}", {"K": consts}
+        )
         return fn
 
     def pick_cpu(self) -> Artifact:
@@ -218,7 +226,9 @@ class _VariantRunner:
         try:
             out = runner.run(r)
         except Exception as exc:
-            raise Miss("artifact", f"the library failed: {type(exc).__name__}: {exc}", "library error") from exc
+            raise Miss(
+                "artifact", f"the library failed: {type(exc).__name__}: {exc}", "library error"
+            ) from exc
         return self.build(out, leaves, r)
 
 
@@ -230,10 +240,9 @@ _AUTOGRAD_WEIGHTS = (
 
 def _explain_exception(variant: Variant, self_obj: Any) -> str:
     for g in variant.guards:
-        try:
-            paths.resolve(g.path, self_obj, upto=None if g.kind != "absent" else len(g.path.steps) - 1)
-        except LookupError as exc:
-            return f"{g.path.label()} no longer exists ({exc})"
+        problem = guard_problem(g, self_obj)
+        if problem:
+            return problem
     for w in variant.weights:
         for p in w.paths:
             try:
@@ -311,18 +320,17 @@ class _Bound:
         self.variants = variants
         self.fallback = fallback
         self.default_dtype = default_dtype
-        # Variants by argument structure, then by (dtype or plain value) per leaf; the more
-        # specific (fixed sizes, size-1) before the dynamic ones.
-        self.structures: list[tuple[pytree.TreeSpec, int, dict[tuple[Any, ...], list[_VariantRunner]]]] = []
+        # Variants by argument structure, then by (dtype or plain value) per leaf; within a
+        # bucket the more specific (size-1) variants before the dynamic one.
+        self.structures: list[_Structure] = []
         for v in sorted(variants, key=lambda v: -len(v.variant.pinned)):
             spec = trees.decode(v.variant.inputs)
-            table = next((t for s, _, t in self.structures if s == spec), None)
-            if table is None:
-                table = {}
-                self.structures.append((spec, len(v.variant.leaves), table))
-            table.setdefault(v.dispatch_key(), []).append(v)
-        self.flat = {n for s, n, _ in self.structures if _is_flat(s, n)}
-        self.single = variants[0] if len(variants) == 1 else None
+            found = next((st for st in self.structures if st.spec == spec), None)
+            if found is None:
+                found = _Structure(spec, _is_flat(spec, len(v.variant.leaves)), {})
+                self.structures.append(found)
+            found.table.setdefault(v.dispatch_key(), []).append(v)
+        self.single = variants[0] if len(variants) == 1 and self.structures[0].flat else None
 
     def cpu_target(self) -> str | None:
         """The CPU target this host loads for the entry, None when none fits."""
@@ -334,34 +342,39 @@ class _Bound:
         return None
 
     def _candidates(self, rest: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[_VariantRunner]] | Miss:
-        if len(rest) in self.flat and all(type(a) in _LEAF_TYPES for a in rest):
-            leaves: tuple[Any, ...] = rest
-            spec = None
+        """The flattened arguments and the variants that may serve them (one dict lookup)."""
+        plain = all(type(a) in _LEAF_TYPES for a in rest)
+        if plain:
+            leaves, spec = rest, None  # a flat tuple: no need to flatten
         else:
             flat, spec = pytree.tree_flatten(rest)
             leaves = tuple(flat)
-        for s, n, table in self.structures:
-            if (spec is None and n == len(leaves) and len(rest) in self.flat and _is_flat(s, n)) or s == spec:
+        for st in self.structures:
+            if st.spec == spec if spec is not None else st.flat and st.spec.num_children == len(leaves):
                 key = tuple(a.dtype if type(a) in _TENSOR_TYPES else a for a in leaves)
                 try:
-                    found = table.get(key)
+                    found = st.table.get(key)
                 except TypeError:  # an unhashable plain value
                     found = None
-                if found:
-                    return leaves, found
-                first = next(iter(table.values()))
-                return leaves, first
-        compiled = trees.decode(self.variants[0].variant.inputs)
+                # no variant for these dtypes/values: the first one explains the mismatch
+                return leaves, found or next(iter(st.table.values()))
+        compiled = self.structures[0].spec
         got = spec if spec is not None else pytree.tree_flatten(rest)[1]
-        return Miss("inputs", f"argument structure {got} differs from the compiled {compiled}", "argument structure")
+        return Miss("inputs", f"argument structure {got} differs from the compiled {compiled}", "structure")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _torch_function_mode() or _dispatch_modes() or _functorch_level() is not None:
             return self.fn(*args, **kwargs)  # traced or transformed: plain torch code to the caller
         if _any_autocast():
             return self.fallback(
-                Miss("autocast", "autocast is enabled: eager would compute in lower precision; "
-                     "artifacts are compiled without autocast"), args, kwargs)
+                Miss(
+                    "autocast",
+                    "autocast is enabled: eager would compute in lower precision; "
+                    "artifacts are compiled without autocast",
+                ),
+                args,
+                kwargs,
+            )
         if _default_dtype() is not self.default_dtype:
             return self.fallback(
                 Miss("dtype", f"the default dtype is {_default_dtype()}, compiled with {self.default_dtype}"),
@@ -374,7 +387,7 @@ class _Bound:
         self_obj = canonical[0] if self.method else None
         rest = canonical[1:] if self.method else canonical
         single = self.single
-        if single is not None and len(rest) in self.flat and all(type(a) in _LEAF_TYPES for a in rest):
+        if single is not None and all(type(a) in _LEAF_TYPES for a in rest):
             candidates = [single]
             leaves = rest
         else:
@@ -399,6 +412,15 @@ class _Bound:
         assert last is not None
         code, variant = last
         return self.fallback(variant.failure(code, self_obj, leaves), args, kwargs)
+
+
+@dataclass
+class _Structure:
+    """Variants sharing one argument structure, by dispatch key."""
+
+    spec: pytree.TreeSpec
+    flat: bool
+    table: dict[tuple[Any, ...], list[_VariantRunner]]
 
 
 def _is_flat(spec: pytree.TreeSpec, n: int) -> bool:

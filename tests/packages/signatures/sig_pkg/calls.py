@@ -11,14 +11,19 @@ from aot_build import aot_entry
 
 @aot_entry(
     example_inputs=lambda: [(torch.randn(4, 8),), (torch.randn(4, 8), torch.ones(4, 8))],
-    dynamic_shapes=[({0: Dim("n", min=2, max=32)},), ({0: Dim("n", min=2, max=32)}, {0: Dim("n", min=2, max=32)})],
+    dynamic_shapes=[
+        ({0: Dim("n", min=2, max=32)},),
+        ({0: Dim("n", min=2, max=32)}, {0: Dim("n", min=2, max=32)}),
+    ],
 )
 def masked(x: torch.Tensor, mask: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
     y = x.softmax(dim=-1) * scale
     return y if mask is None else y * mask
 
 
-@aot_entry(example_inputs=[(torch.randn(3, 5),), (torch.randn(3, 5, dtype=torch.float64),), (torch.randn(2, 3, 5),)])
+@aot_entry(
+    example_inputs=[(torch.randn(3, 5),), (torch.randn(3, 5, dtype=torch.float64),), (torch.randn(2, 3, 5),)]
+)
 def by_dtype(x: torch.Tensor) -> torch.Tensor:
     return x.cumsum(dim=-1)
 

@@ -39,6 +39,8 @@ TIED = nn.Sequential(nn.Linear(8, 8, bias=False), nn.Linear(8, 8, bias=False)).e
 TIED[1].weight = TIED[0].weight
 PIPE = Pipeline()
 UNET = PIPE.unet
+DROP = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)).eval()
+NORM = nn.LayerNorm(8)
 
 
 def _x() -> tuple[torch.Tensor]:
@@ -82,3 +84,13 @@ def two_scales(x: torch.Tensor) -> torch.Tensor:
 def attr_scale(x: torch.Tensor) -> torch.Tensor:
     # names SCALE only as an attribute: the global SCALE of this module is not read
     return x * helpers.SCALE
+
+
+@aot_entry(example_inputs=_x)
+def dropped(x: torch.Tensor) -> torch.Tensor:
+    return DROP(x)
+
+
+@aot_entry(example_inputs=_x)
+def normed(x: torch.Tensor) -> torch.Tensor:
+    return NORM(x)

@@ -1,0 +1,1 @@
+"""State read by functions, for the recorder and check tests (imported in-process)."""

@@ -1,0 +1,3 @@
+import torch
+
+SCALE = torch.linspace(0.5, 1.5, 4)
