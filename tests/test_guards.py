@@ -98,7 +98,7 @@ def test_plan_guards_every_kind(pkg: ModuleType) -> None:
     assert (f"{holder}.config.missing", "absent", "None") in kinds
     assert (f"{holder}.net.forward", "absent", "method") in kinds
     assert (f"{holder}.net._modules['1']", "type", "torch.nn.modules.dropout:Dropout") in kinds
-    assert (f"{holder}.net._modules['1']._forward_hooks", "len", "0") in kinds
+    assert (f"{holder}.net._modules['1']._forward_hooks", "keys", "{'list': []}") in kinds
     assert ("guard_pkg.state.TEMP", "value", "2.0") in kinds
     assert ("guard_pkg.state.helpers", "ident", "guard_pkg.helpers:") in kinds
     scale = [w for w in weights if len(w.paths) == 2]

@@ -73,7 +73,7 @@ def _guards_for(path: ObjPath, value: Any, where: str) -> list[Guard]:
         return [Guard(path, "type", _class_ref(type(value), path, where))]
     if isinstance(value, dict):  # module tables, hooks (int handles as keys), plain dicts
         keys = list(value)
-        if keys and all(type(k) is str for k in keys):
+        if all(type(k) is str for k in keys):  # empty ones too (hooks): compared with == {}
             return [Guard(path, "keys", encode(keys))]
         return [Guard(path, "len", len(value))]
     if type(value) in (list, tuple):

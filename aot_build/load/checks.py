@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -343,33 +344,43 @@ class CheckBuilder:
             return f"{obj}[{_lit(key, self.src)}]"
         return _attr(obj, key, self.src)
 
-    def _conditions(self, g: Guard, values_: list[tuple[str, str]]) -> list[str]:
-        """Failing conditions of ``g``; plain values go into ``values_`` as (read, expected)
-        for one tuple comparison per object."""
+    def _conditions(self, g: Guard, batch: _Batch) -> list[str]:
+        """Failing conditions of ``g``. Reads of the same object's ``__dict__`` go into
+        ``batch``: compared in one C-level ``itemgetter`` + tuple comparison per object."""
         src = self.src
+        steps = g.path.steps
+        parent = ObjPath(g.path.root, steps[:-1])
+        in_dict = bool(steps) and steps[-1][0] == "attr"
         if g.kind == "absent":
-            parent = ObjPath(g.path.root, g.path.steps[:-1])
-            name = _lit(g.path.steps[-1][1], src)
+            name = steps[-1][1]
             cls = self._classes.get(parent)
-            conds = [f"{name} in {self._dict_of(parent)}"]
-            if g.expect != "method" and cls is not None and issubclass(cls, torch.nn.Module):
-                obj = self._path(parent)
-                conds += [f"{name} in {obj}.{t}" for t in _ACCESS.values()]
-            return conds
-        read = self._read(g.path) if g.path.steps and g.path.steps[-1][0] == "attr" else self._path(g.path)
+            if g.expect == "method" or cls is None or not issubclass(cls, torch.nn.Module):
+                batch.absent(self._dict_of(parent), name)
+                return []
+            obj = self._path(parent)
+            key = _lit(name, src)
+            return [f"{key} in {self._dict_of(parent)}", *(f"{key} in {obj}.{t}" for t in _ACCESS.values())]
         if g.kind == "value":
             expected = values.decode(g.expect)
-            if expected is None or type(expected) is bool:
-                return [f"{read} is not {expected!r}"]
             if type(expected) is float and math.isnan(expected):
                 var = self._path(g.path)
                 return [f"type({var}) is not float or {var} == {var}"]
             if type(expected) in (int, float):  # 2 and 2.0 compute different dtypes
                 var = self._path(g.path)
-                values_.append((var, _lit(expected, src)))
+                batch.value(None, var, expected)
                 return [f"type({var}) is not {type(expected).__name__}"]
-            values_.append((read, _lit(expected, src)))
+            if in_dict:
+                batch.value(self._dict_of(parent), steps[-1][1], expected)
+                return []
+            read = self._path(g.path)
+            if expected is None or type(expected) is bool:
+                return [f"{read} is not {expected!r}"]
+            batch.value(None, read, expected)
             return []
+        if g.kind == "keys" and values.decode(g.expect) == [] and in_dict:
+            batch.value(self._dict_of(parent), steps[-1][1], {})  # an empty dict (hooks): == {}
+            return []
+        read = self._read(g.path) if in_dict else self._path(g.path)
         if g.kind in ("type", "ident"):
             obj = resolve(str(g.expect))
             if g.kind == "type":
@@ -392,14 +403,11 @@ class CheckBuilder:
             owner = ObjPath(g.path.root, g.path.steps[:-1]) if g.path.steps and g.kind != "type" else g.path
             groups.setdefault(owner, []).append(g)
         for owner, guards in groups.items():
-            pairs: list[tuple[str, str]] = []
+            batch = _Batch()
             conds: list[str] = []
             for g in guards:
-                conds += self._conditions(g, pairs)
-            if pairs:
-                reads = "".join(f"{r}, " for r, _ in pairs)
-                expected = "".join(f"{e}, " for _, e in pairs)
-                conds.append(f"({reads}) != ({expected})")
+                conds += self._conditions(g, batch)
+            conds += batch.conditions(src)
             if conds:
                 fail = src.fail(
                     "state",
@@ -446,6 +454,43 @@ class CheckBuilder:
         )
         code = f"def check({params}):\n" + "\n".join("    " + ln for ln in body.splitlines()) + "\n"
         return Check(self.v, code, src.consts, src.failures, len(tensors))
+
+
+class _Batch:
+    """Comparisons of one object's attributes, emitted as a few C-level operations."""
+
+    def __init__(self) -> None:
+        self.by_dict: dict[str, list[tuple[Any, Any]]] = {}
+        self.other: list[tuple[str, Any]] = []
+        self.absent_names: dict[str, list[Any]] = {}
+
+    def value(self, dict_var: str | None, key_or_read: Any, expected: Any) -> None:
+        if dict_var is None:
+            self.other.append((str(key_or_read), expected))
+        else:
+            self.by_dict.setdefault(dict_var, []).append((key_or_read, expected))
+
+    def absent(self, dict_var: str, name: Any) -> None:
+        self.absent_names.setdefault(dict_var, []).append(name)
+
+    def conditions(self, src: _Source) -> list[str]:
+        conds = []
+        for d, names in self.absent_names.items():
+            if len(names) == 1:
+                conds.append(f"{_lit(names[0], src)} in {d}")
+            else:
+                conds.append(f"not {d}.keys().isdisjoint({src.const(tuple(names))})")
+        for d, items in self.by_dict.items():
+            if len(items) == 1:
+                ((key, expected),) = items
+                conds.append(f"{d}[{_lit(key, src)}] != {src.const(expected)}")
+            else:
+                getter = src.const(operator.itemgetter(*(k for k, _ in items)))
+                conds.append(f"{getter}({d}) != {src.const(tuple(e for _, e in items))}")
+        if self.other:
+            reads = "".join(f"{r}, " for r, _ in self.other)
+            conds.append(f"({reads}) != {src.const(tuple(e for _, e in self.other))}")
+        return conds
 
 
 def _lit(value: Any, src: _Source) -> str:
@@ -507,7 +552,12 @@ def guard_problem(g: Guard, self_obj: Any) -> str | None:
         return None if n == int(g.expect) else f"{label} has {n} entries, compiled with {g.expect}{hooks}"
     if g.kind == "keys":
         keys = list(values.decode(g.expect))
-        return None if list(obj) == keys else f"{label} has keys {list(obj)}, compiled for {keys}"
+        if list(obj) == keys:
+            return None
+        if not keys:
+            hooks = " (hooks are not compiled in)" if "hooks" in label else ""
+            return f"{label} has {len(obj)} entries, compiled with 0{hooks}"
+        return f"{label} has keys {list(obj)}, compiled for {keys}"
     other = ObjPath.from_json(g.expect)
     try:
         same = obj is paths.resolve(other, self_obj)
