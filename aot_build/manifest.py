@@ -302,6 +302,22 @@ class Manifest:
     default_dtype: str = "float32"
     #: Format version of the file this was read from (upgraded in memory when older).
     read_version: int = MANIFEST_VERSION
+    #: Entries not parsed yet (``lazy`` reading), by key, as JSON; see :meth:`entry`.
+    unparsed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    where: str = field(default="", compare=False, repr=False)
+
+    def entry(self, key: str) -> Entry | None:
+        """The entry ``key`` (parsed now when read lazily), or None; ManifestError when its
+        record is damaged."""
+        if key not in self.entries and key in self.unparsed:
+            parse = _entry_v1 if self.read_version == 1 else _entry
+            try:
+                self.entries[key] = parse(self.unparsed.pop(key))
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                raise ManifestError(
+                    f"{self.where}: damaged entry {key} ({type(exc).__name__}: {exc})"
+                ) from exc
+        return self.entries.get(key)
 
     def to_json(self) -> str:
         body = {
@@ -326,15 +342,17 @@ class Manifest:
         os.replace(tmp, path)
 
     @classmethod
-    def read(cls, path: Path) -> Manifest:
+    def read(cls, path: Path, lazy: bool = False) -> Manifest:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ManifestError(f"{path}: cannot read manifest: {exc}") from exc
-        return cls.from_dict(raw, str(path))
+        return cls.from_dict(raw, str(path), lazy)
 
     @classmethod
-    def from_dict(cls, raw: Any, where: str) -> Manifest:
+    def from_dict(cls, raw: Any, where: str, lazy: bool = False) -> Manifest:
+        """Validate and parse. ``lazy``: entries are parsed when first asked for
+        (:meth:`entry`), so importing a package with many entries parses only those called."""
         if not isinstance(raw, dict) or raw.get("format") != MANIFEST_FORMAT:
             raise ManifestError(f"{where}: not an aot_build manifest (no format stamp)")
         version = raw.get("format_version")
@@ -345,6 +363,9 @@ class Manifest:
             )
         try:
             parse_entry = _entry_v1 if version == 1 else _entry
+            entries = raw["entries"]
+            if not isinstance(entries, dict):
+                raise TypeError(f"entries is a {type(entries).__name__}")
             return cls(
                 package=str(raw["package"]),
                 aot_build_version=str(raw["aot_build_version"]),
@@ -352,10 +373,12 @@ class Manifest:
                 python_version=str(raw["python_version"]),
                 machine=str(raw["machine"]),
                 default_dtype=str(raw.get("default_dtype", "float32")),
-                entries={str(k): parse_entry(v) for k, v in raw["entries"].items()},
+                entries={} if lazy else {str(k): parse_entry(v) for k, v in entries.items()},
                 skipped_targets=[dict(s) for s in raw.get("skipped_targets", [])],
                 files={str(k): FileRecord(str(v["sha256"]), int(v["size"])) for k, v in raw["files"].items()},
                 read_version=version,
+                unparsed={str(k): v for k, v in entries.items()} if lazy else {},
+                where=where,
             )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ManifestError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from exc

@@ -111,6 +111,16 @@ def sets_with_one_spec(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+@aot_entry(example_inputs=(torch.zeros(4),), dynamic_shapes=lambda: ({0: torch.export.Dim("n", max=8)},))
+def lazy_dynamic(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def test_dynamic_shapes_may_be_a_callable() -> None:
+    ((_, spec),) = lazy_dynamic.input_sets()
+    assert isinstance(spec, tuple) and set(spec[0]) == {0}
+
+
 def test_several_input_sets_pair_with_their_dynamic_shapes() -> None:
     sets = two_sets.input_sets()
     assert [tuple(a[0].shape) for a, _ in sets] == [(2,), (3, 2)]

@@ -49,7 +49,9 @@ class AotEntry:
             importing the package builds no tensors). For a method the tuple starts with
             the instance (``self``).
         dynamic_shapes: torch.export's ``dynamic_shapes`` for the example set (one per set
-            for a list), with ``None`` in ``self``'s place for a method.
+            for a list), with ``None`` in ``self``'s place for a method; or a zero-argument
+            callable returning it (``torch.export.Dim`` imports sympy, ~0.4 s: a callable
+            keeps that out of your package's import).
     """
 
     __wrapped__: Callable[..., Any]
@@ -116,11 +118,19 @@ class AotEntry:
                     f"{type(exc).__name__}: {exc}; fix the callable so it returns a tuple "
                     "of arguments or a list of such tuples"
                 ) from exc
+        spec = self._dynamic_shapes
+        if callable(spec):
+            try:
+                spec = spec()
+            except Exception as exc:
+                raise EntryError(
+                    f"{self.key} ({self.source}): dynamic_shapes() raised {type(exc).__name__}: {exc}"
+                ) from exc
         if isinstance(value, tuple):
-            sets, dynamic = [value], [self._dynamic_shapes]
+            sets, dynamic = [value], [spec]
         elif isinstance(value, list) and value and all(isinstance(s, tuple) for s in value):
             sets = list(value)
-            dynamic = self._dynamic_shapes
+            dynamic = spec
             if dynamic is None:
                 dynamic = [None] * len(sets)
             elif not isinstance(dynamic, list) or len(dynamic) != len(sets):
@@ -204,7 +214,7 @@ def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs, dynamic_shapes: 
         dynamic_shapes: torch.export's spelling of dynamic dimensions, per argument:
             ``{0: Dim("batch", min=1, max=64)}`` or a tuple per dimension; ``None`` for
             static arguments (and for ``self``). A list with one per input set when
-            ``example_inputs`` is a list.
+            ``example_inputs`` is a list. May be a zero-argument callable returning it.
 
     Returns:
         An :class:`AotEntry` that calls the compiled artifact when one fits the call, and the

@@ -32,7 +32,7 @@ def manifest_for(top_package: str) -> Manifest | None:
     with _LOCK:
         if top_package not in _MANIFESTS:
             d = artifact_dir(top_package)
-            _MANIFESTS[top_package] = Manifest.read(d / MANIFEST_NAME) if d else None
+            _MANIFESTS[top_package] = Manifest.read(d / MANIFEST_NAME, lazy=True) if d else None
         return _MANIFESTS[top_package]
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from .. import paths, values
-from ..manifest import UNBOUNDED, Guard, ObjPath, TensorSpec, Variant
+from ..manifest import UNBOUNDED, Guard, InputTensor, ObjPath, TensorSpec, Variant
 from ..names import resolve
 
 _TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
@@ -231,34 +231,24 @@ class CheckBuilder:
             src.emit(f"if len({sh}) != {len(spec.dims)}: {fail}")
             for j, d in enumerate(spec.dims):
                 self._dim(a, sh, i, j, d, label, syms)
-            if spec.layout == "contiguous":
-                fail = src.fail(
-                    "inputs",
-                    f"{label} layout",
-                    lambda s, args, label=label: (
-                        f"{label} is not contiguous; pass a contiguous tensor (.contiguous())"
-                    ),
-                )
-                src.emit(f"if not {a}.is_contiguous(): {fail}")
-            elif spec.layout == "channels_last":
-                fail = src.fail(
-                    "inputs",
-                    f"{label} layout",
-                    lambda s, args, label=label: (
-                        f"{label} is not channels_last; pass .contiguous(memory_format=torch.channels_last)"
-                    ),
-                )
-                src.emit(f"if not {a}.is_contiguous(memory_format={src.const(torch.channels_last)}): {fail}")
-            else:
-                fail = src.fail(
-                    "inputs",
-                    f"{label} strides",
-                    lambda s, args, i=i, label=label, st=spec.stride: (
-                        f"{label} has strides {args[i].stride()}, compiled for {st}"
-                    ),
-                )
-                src.emit(f"if {a}.stride() != {src.const(tuple(spec.stride))}: {fail}")
+            self._layout(a, i, label, spec)
         return tensors
+
+    def _layout(self, a: str, i: int, label: str, spec: InputTensor) -> None:
+        src = self.src
+        if spec.layout == "strides":
+            cond = f"{a}.stride() != {src.const(tuple(spec.stride))}"
+            explain = f"has strides {{}}, compiled for {spec.stride}"
+        elif spec.layout == "channels_last":
+            cond = f"not {a}.is_contiguous(memory_format={src.const(torch.channels_last)})"
+            explain = "is not channels_last; pass .contiguous(memory_format=torch.channels_last)"
+        else:
+            cond = f"not {a}.is_contiguous()"
+            explain = "is not contiguous; pass a contiguous tensor (.contiguous())"
+        fail = src.fail(
+            "inputs", f"{label} layout", lambda s, args: f"{label} " + explain.format(args[i].stride())
+        )
+        src.emit(f"if {cond}: {fail}")
 
     def _dim(self, a: str, sh: str, i: int, j: int, d: Any, label: str, syms: dict[str, str]) -> None:
         src = self.src

@@ -14,6 +14,7 @@ silently: to such a caller an entry is plain torch code.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -132,15 +133,24 @@ class _VariantRunner:
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
         for a in variant.artifacts:
             self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
-        self.check: Check = CheckBuilder(variant, "cuda" in self.by_device, size_one).build()
-        self.n_tensors = self.check.n_tensors
+        self._size_one = size_one
+        self.n_tensors = sum(lf.tensor is not None for lf in variant.leaves)
         self.key = tuple(None if lf.tensor is not None else values.decode(lf.value) for lf in variant.leaves)
         self.dtypes = tuple(
-            getattr(torch, lf.tensor.dtype) if lf.tensor is not None else None for lf in variant.leaves
+            (getattr(torch, lf.tensor.dtype), len(lf.tensor.dims)) if lf.tensor is not None else None
+            for lf in variant.leaves
         )
-        self.build = self._builder()
         self.cpu_pick: Artifact | Miss | None = None
         self.cpu_runner: Any = None
+
+    @functools.cached_property
+    def check(self) -> Check:
+        """Generated on first use: most calls of an entry meet one variant only."""
+        return CheckBuilder(self.variant, "cuda" in self.by_device, self._size_one).build()
+
+    @functools.cached_property
+    def build(self) -> Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any]:
+        return self._builder()
 
     def dispatch_key(self) -> tuple[Any, ...]:
         return tuple(d if d is not None else k for d, k in zip(self.dtypes, self.key, strict=True))
@@ -276,7 +286,10 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
                 "or an editable install)",
             )
         return fn  # source tree or editable install: plain Python, by design, no noise
-    record = manifest.entries.get(entry.key)
+    try:
+        record = manifest.entry(entry.key)
+    except ManifestError as exc:
+        return always("manifest", str(exc))
     if record is None:
         return always(
             "manifest",
@@ -320,10 +333,11 @@ class _Bound:
         self.variants = variants
         self.fallback = fallback
         self.default_dtype = default_dtype
-        # Variants by argument structure, then by (dtype or plain value) per leaf; within a
-        # bucket the more specific (size-1) variants before the dynamic one.
+        # Variants by argument structure, then by (dtype and rank, or plain value) per leaf; within a
+        # bucket the dynamic variant first (its range starts at 2, so a size-1 call fails it
+        # at once and goes on to the size-1 variants).
         self.structures: list[_Structure] = []
-        for v in sorted(variants, key=lambda v: -len(v.variant.pinned)):
+        for v in sorted(variants, key=lambda v: len(v.variant.pinned)):
             spec = trees.decode(v.variant.inputs)
             found = next((st for st in self.structures if st.spec == spec), None)
             if found is None:
@@ -351,7 +365,7 @@ class _Bound:
             leaves = tuple(flat)
         for st in self.structures:
             if st.spec == spec if spec is not None else st.flat and st.spec.num_children == len(leaves):
-                key = tuple(a.dtype if type(a) in _TENSOR_TYPES else a for a in leaves)
+                key = tuple((a.dtype, a.dim()) if type(a) in _TENSOR_TYPES else a for a in leaves)
                 try:
                     found = st.table.get(key)
                 except TypeError:  # an unhashable plain value
@@ -395,7 +409,7 @@ class _Bound:
             if isinstance(found, Miss):
                 return self.fallback(found, args, kwargs)
             leaves, candidates = found
-        last: tuple[int, _VariantRunner] | None = None
+        first: tuple[int, _VariantRunner] | None = None
         for v in candidates:
             r = v.check.fast(self_obj, *leaves)
             if r == WEIGHTS_CHANGED:
@@ -403,14 +417,14 @@ class _Bound:
                 if isinstance(r, str):
                     return self.fallback(Miss("weights", r, r.split(" is ")[0]), args, kwargs)
             if type(r) is int:
-                last = (r, v)  # candidates go most pinned first: the last is the dynamic one
+                first = first or (r, v)  # the dynamic variant's failure explains best
                 continue
             try:
                 return v.run(r, leaves)
             except Miss as miss:
                 return self.fallback(miss, args, kwargs)
-        assert last is not None
-        code, variant = last
+        assert first is not None
+        code, variant = first
         return self.fallback(variant.failure(code, self_obj, leaves), args, kwargs)
 
 

@@ -6,7 +6,6 @@ artifacts read the current weights on every call.
 
 import torch
 from torch import nn
-from torch.export import Dim
 
 from aot_build import aot_entry
 
@@ -54,17 +53,22 @@ def _example() -> tuple[torch.Tensor]:
     return (torch.randn(BATCH, SEQ, D_MODEL),)
 
 
-#: Any batch size from 1 to 64 runs compiled (size 1 by its own artifact, built automatically).
-DYNAMIC_BATCH = ({0: Dim("batch", min=1, max=64)},)
+def _dynamic_batch() -> tuple[dict[int, object]]:
+    """Any batch size from 1 to 64 runs compiled (size 1 by its own artifact, built
+    automatically). A callable, like example_inputs: torch.export.Dim imports sympy, which
+    importing this package then never does."""
+    from torch.export import Dim
+
+    return ({0: Dim("batch", min=1, max=64)},)
 
 
-@aot_entry(example_inputs=_example, dynamic_shapes=DYNAMIC_BATCH)
+@aot_entry(example_inputs=_example, dynamic_shapes=_dynamic_batch)
 def mlp_block(x: torch.Tensor) -> torch.Tensor:
     """One pre-norm MLP block."""
     return MLP(x)
 
 
-@aot_entry(example_inputs=_example, dynamic_shapes=DYNAMIC_BATCH)
+@aot_entry(example_inputs=_example, dynamic_shapes=_dynamic_batch)
 def attention_block(x: torch.Tensor) -> torch.Tensor:
     """Causal self-attention followed by the MLP block, scaled by TEMPERATURE."""
     return MLP(ATTENTION(x)) / TEMPERATURE
