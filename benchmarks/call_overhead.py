@@ -93,47 +93,8 @@ def forward(x: torch.Tensor) -> torch.Tensor:
     return STACK(x)
 '''
 
-# The BERT entry of tests/packages/hf_models/hf_pkg/models.py (without its GPT-2 entry).
-_BERT = '''\
-"""A 2-layer BERT from transformers with random weights, dynamic batch and sequence."""
-
-import torch
-from torch.export import Dim
-from transformers import BertConfig, BertModel
-from transformers.modeling_outputs import BaseModelOutputWithPoolingAndCrossAttentions
-
-from aot_build import aot_entry
-
-torch.manual_seed(0)
-
-BERT = BertModel(
-    BertConfig(
-        vocab_size=1000,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=128,
-    )
-).eval()
-
-BATCH = Dim("batch", min=1, max=16)
-SEQ = Dim("seq", min=1, max=64)
-
-
-def _ids(batch: int = 2, seq: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = torch.randint(0, 1000, (batch, seq))
-    mask = torch.ones(batch, seq, dtype=torch.long)
-    mask[0, -3:] = 0
-    return ids, mask
-
-
-@aot_entry(example_inputs=_ids, dynamic_shapes=({0: BATCH, 1: SEQ}, {0: BATCH, 1: SEQ}))
-def encode(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor
-) -> BaseModelOutputWithPoolingAndCrossAttentions:
-    return BERT(input_ids=input_ids, attention_mask=attention_mask)
-'''
+#: The BERT (and GPT-2) entries of the transformers test package, used as they are.
+_BERT_SOURCE = REPO / "tests" / "packages" / "hf_models" / "hf_pkg" / "models.py"
 
 _DISPATCH = '''\
 """The same tiny function with 1 and with 8 example-input sets (static shapes)."""
@@ -171,63 +132,9 @@ def eight_dtypes(x: torch.Tensor) -> torch.Tensor:
     return x * 2 + 1
 '''
 
-# example_pkg/example_pkg/blocks.py's attention_block, as a dynamic and as static entries.
-_ATTN_HEAD = '''\
-"""example_pkg's pre-norm attention block + MLP (d_model 64, seq 32): one entry with a dynamic
-batch, one static entry per benchmarked batch size."""
-
-import torch
-from torch import nn
-from torch.export import Dim
-
-from aot_build import aot_entry
-
-torch.manual_seed(0)
-
-D_MODEL = 64
-SEQ = 32
-
-
-class MLPBlock(nn.Module):
-    def __init__(self, d: int, hidden: int) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(d)
-        self.up = nn.Linear(d, hidden)
-        self.down = nn.Linear(hidden, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
-
-
-class AttentionBlock(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-
-
-MLP = MLPBlock(D_MODEL, 4 * D_MODEL).eval().requires_grad_(False)
-ATTENTION = AttentionBlock(D_MODEL, heads=4).eval().requires_grad_(False)
-TEMPERATURE = torch.tensor(1.0)
-
-
-@aot_entry(
-    example_inputs=lambda: (torch.randn(4, SEQ, D_MODEL),),
-    dynamic_shapes=({0: Dim("batch", min=1, max=64)},),
-)
-def attention_dynamic(x: torch.Tensor) -> torch.Tensor:
-    return MLP(ATTENTION(x)) / TEMPERATURE
-'''
-
+#: example_pkg's blocks as they are (``attention_block``: dynamic batch 1..64), plus one
+#: static entry per benchmarked batch size.
+_ATTN_SOURCE = REPO / "example_pkg" / "example_pkg" / "blocks.py"
 _ATTN_STATIC = """
 
 @aot_entry(example_inputs=lambda: (torch.randn({batch}, SEQ, D_MODEL),))
@@ -245,9 +152,11 @@ def packages(stack_weights: tuple[int, ...]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for w in stack_weights:
         out[f"bench_stack{w}"] = _package("Linear stack.", _STACK.format(layers=w // 2, weights=w))
-    out["bench_bert"] = _package("BERT.", _BERT)
+    out["bench_bert"] = _package("BERT.", _BERT_SOURCE.read_text(encoding="utf-8"))
     out["bench_dispatch"] = _package("Dispatch.", _DISPATCH)
-    attn = _ATTN_HEAD + "".join(_ATTN_STATIC.format(batch=b) for b in ATTN_SIZES)
+    attn = _ATTN_SOURCE.read_text(encoding="utf-8") + "".join(
+        _ATTN_STATIC.format(batch=b) for b in ATTN_SIZES
+    )
     out["bench_attn"] = _package("Attention block.", attn)
     return out
 
@@ -480,7 +389,7 @@ def _w_sizes(cfg: dict[str, Any]) -> dict[str, Any]:
 
     mod = _import_models(cfg)
     batch = cfg["batch"]
-    dynamic = mod.attention_dynamic
+    dynamic = mod.attention_block
     static = getattr(mod, f"attention_b{batch}")
     torch.manual_seed(1234)
     x = torch.randn(batch, 32, 64)
