@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .constants import MANIFEST_FORMAT, MANIFEST_VERSION
 from .errors import ManifestError
@@ -55,8 +55,7 @@ GUARD_KINDS = {
 }
 
 
-@dataclass(frozen=True)
-class ObjPath:
+class ObjPath(NamedTuple):
     """Where a value lives, from a root the shim can reach on every call.
 
     Args:
@@ -94,7 +93,7 @@ class ObjPath:
         return cls(root, tuple(steps))
 
 
-@dataclass
+@dataclass(repr=False)
 class TensorSpec:
     """Static description of one tensor (a weight, or a format-1 input).
 
@@ -116,7 +115,7 @@ class TensorSpec:
 DimSpec = int | str | dict[str, Any]
 
 
-@dataclass
+@dataclass(repr=False)
 class InputTensor:
     """What a tensor argument must look like.
 
@@ -136,7 +135,7 @@ class InputTensor:
     stride: tuple[int, ...] = ()
 
 
-@dataclass
+@dataclass(repr=False)
 class Leaf:
     """One flattened argument: a tensor (``tensor`` set) or a plain value baked into the
     artifact (``value``, encoded by :mod:`aot_build.values`), which calls must repeat."""
@@ -145,7 +144,7 @@ class Leaf:
     value: Any = None
 
 
-@dataclass
+@dataclass(repr=False)
 class OutLeaf:
     """One flattened output.
 
@@ -163,7 +162,7 @@ class OutLeaf:
     index: int = -1
 
 
-@dataclass
+@dataclass(repr=False)
 class Weight:
     """A tensor the entry reads from package state, passed to the artifact on every call.
 
@@ -177,7 +176,7 @@ class Weight:
     spec: TensorSpec
 
 
-@dataclass
+@dataclass(repr=False)
 class Guard:
     """A fact about non-tensor state the compiled code depends on; see :data:`GUARD_KINDS`.
 
@@ -193,7 +192,7 @@ class Guard:
     expect: Any = None
 
 
-@dataclass
+@dataclass(repr=False)
 class Artifact:
     """One compiled file for one target.
 
@@ -212,7 +211,7 @@ class Artifact:
     isa: str = ""
 
 
-@dataclass
+@dataclass(repr=False)
 class Variant:
     """Compiled forms of an entry for one set of example inputs.
 
@@ -265,7 +264,7 @@ class Variant:
         return ", ".join(parts) + pins
 
 
-@dataclass
+@dataclass(repr=False)
 class Entry:
     """One ``@aot_entry`` function or method. ``source`` is ``path/to/mod.py:LINE``."""
 
@@ -280,7 +279,7 @@ class Entry:
         return f"{self.module}:{self.qualname}"
 
 
-@dataclass
+@dataclass(repr=False)
 class FileRecord:
     sha256: str
     size: int

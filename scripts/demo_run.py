@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 
 CHILD = r"""
 import time
@@ -55,6 +56,7 @@ def main() -> None:
     import torch
 
     import example_pkg
+    from aot_build.errors import FallbackWarning
 
     assert shutil.which("g++") is None and shutil.which("cc") is None, "a compiler is on PATH"
     x = torch.randn(4, 32, 64)
@@ -72,6 +74,14 @@ def main() -> None:
                 torch.allclose(a, b, atol=1e-5) for a, b in zip(got, want, strict=True)
             )
             print(f"  {name:<18} artifact {entry.loaded_target()}  equals eager: {same}")
+        # one dynamic artifact serves every batch size in 2..64, one more serves batch 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)  # a fallback to Python would raise
+            for batch in (1, 3, 17, 64):
+                xb = torch.randn(batch, 32, 64)
+                want = example_pkg.attention_block.__wrapped__(xb)
+                ok = torch.allclose(example_pkg.attention_block(xb), want, atol=1e-5)
+                print(f"  attention_block at batch {batch:<3} compiled, equals eager: {ok}")
 
     print("\ncold start of attention_block, fresh process, empty inductor cache (import -> first result):")
     rows = {mode: cold(mode) for mode in ("eager", "torch.compile", "aot_build")}

@@ -328,7 +328,7 @@ def scenario_signatures(_: str) -> dict[str, Any]:
     import sig_pkg.state as state
 
     out: dict[str, Any] = {}
-    for b in (1, 2, 17, 64):
+    for b in (1, 2, 17, 33, 64):
         out[f"scale_rows/{b}"], _ = call(dyn.scale_rows, torch.randn(b, 16))
     for b, s in ((1, 1), (1, 7), (3, 1), (5, 100), (64, 128), (2, 2)):
         out[f"masked_mean/{b}x{s}"], _ = call(dyn.masked_mean, *_rows(b, s))

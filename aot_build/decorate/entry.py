@@ -105,9 +105,12 @@ class AotEntry:
     def is_method(self) -> bool:
         return "." in self.__wrapped__.__qualname__
 
-    def input_sets(self) -> list[tuple[tuple[Any, ...], Any]]:
-        """Each example-input set with its ``dynamic_shapes`` (or None), built now if they
-        were given as callables. Raises EntryError naming the entry and the fix."""
+    def example_sets(self) -> list[tuple[Any, ...]]:
+        """The example-input sets (positional tuples), built now if given as a callable."""
+        return self._examples()[0]
+
+    def _examples(self) -> tuple[list[tuple[Any, ...]], bool]:
+        """The sets, and whether they were given as a list. EntryError names the fix."""
         value = self._example_inputs
         if callable(value) and not isinstance(value, (tuple, list)):
             try:
@@ -118,6 +121,19 @@ class AotEntry:
                     f"{type(exc).__name__}: {exc}; fix the callable so it returns a tuple "
                     "of arguments or a list of such tuples"
                 ) from exc
+        if isinstance(value, tuple):
+            return [value], False
+        if isinstance(value, list) and value and all(isinstance(s, tuple) for s in value):
+            return list(value), True
+        raise EntryError(
+            f"{self.key} ({self.source}): example_inputs must give a tuple of positional "
+            f"arguments or a non-empty list of such tuples, got {type(value).__name__}; "
+            "wrap a single input as (x,)"
+        )
+
+    def input_sets(self) -> list[tuple[tuple[Any, ...], Any]]:
+        """Each example-input set with its ``dynamic_shapes`` (or None)."""
+        sets, several = self._examples()
         spec = self._dynamic_shapes
         if callable(spec):
             try:
@@ -126,27 +142,17 @@ class AotEntry:
                 raise EntryError(
                     f"{self.key} ({self.source}): dynamic_shapes() raised {type(exc).__name__}: {exc}"
                 ) from exc
-        if isinstance(value, tuple):
-            sets, dynamic = [value], [spec]
-        elif isinstance(value, list) and value and all(isinstance(s, tuple) for s in value):
-            sets = list(value)
-            dynamic = spec
-            if dynamic is None:
-                dynamic = [None] * len(sets)
-            elif not isinstance(dynamic, list) or len(dynamic) != len(sets):
-                raise EntryError(
-                    f"{self.key} ({self.source}): example_inputs has {len(sets)} input sets, so "
-                    "dynamic_shapes must be a list with one entry (or None) per set, got "
-                    f"{type(dynamic).__name__}"
-                    + (f" of length {len(dynamic)}" if isinstance(dynamic, list) else "")
-                )
-        else:
+        if not several:  # one tuple: dynamic_shapes describes it, in any form export takes
+            return [(sets[0], spec)]
+        if spec is None:
+            return [(s, None) for s in sets]
+        if not isinstance(spec, list) or len(spec) != len(sets):
             raise EntryError(
-                f"{self.key} ({self.source}): example_inputs must give a tuple of positional "
-                f"arguments or a non-empty list of such tuples, got {type(value).__name__}; "
-                "wrap a single input as (x,)"
+                f"{self.key} ({self.source}): example_inputs has {len(sets)} input sets, so "
+                "dynamic_shapes must be a list with one entry (or None) per set, got "
+                f"{type(spec).__name__}" + (f" of length {len(spec)}" if isinstance(spec, list) else "")
             )
-        return list(zip(sets, dynamic, strict=True))
+        return list(zip(sets, spec, strict=True))
 
     def loaded_target(self) -> str | None:
         """The target whose artifact serves CPU calls in this process (e.g. ``cpu-avx2``),
