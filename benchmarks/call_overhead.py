@@ -54,11 +54,12 @@ import subprocess
 import sys
 import textwrap
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from _bench import emit_result, error_text, logger
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -166,9 +167,7 @@ def packages(stack_weights: tuple[int, ...]) -> dict[str, dict[str, str]]:
 # --------------------------------------------------------------------------------------------
 
 
-def _err(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(exc)).strip()
-    return text if len(text) <= 3000 else "…" + text[-3000:]
+_err = error_text
 
 
 def _loop_ns(fn: Callable[[], object], n: int) -> int:
@@ -432,8 +431,7 @@ def _worker(mode: str, cfg: dict[str, Any]) -> None:
         res["torch"] = torch.__version__
     except Exception as exc:
         res = {"mode": mode, "error": _err(exc)}
-    sys.stdout.flush()
-    print(RESULT_MARK + json.dumps(res, default=str), flush=True)
+    emit_result(RESULT_MARK, res)
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,8 +439,7 @@ def _worker(mode: str, cfg: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _log(msg: str) -> None:
-    print(f"[call_overhead {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+_log = logger("call_overhead")
 
 
 def _compile_side_hash() -> str:

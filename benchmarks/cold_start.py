@@ -39,10 +39,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from _bench import emit_result, error_text, logger
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -84,10 +85,7 @@ SAME_AS = {"precompile_nocc": "precompile", "aoti_pt2_nocc": "aoti_pt2"}
 # --------------------------------------------------------------------------------------------
 
 
-def _err(exc: BaseException) -> str:
-    """The end of a traceback: enough to see what failed, short enough for a report."""
-    text = "".join(traceback.format_exception(exc)).strip()
-    return text if len(text) <= 2500 else "…" + text[-2500:]
+_err = error_text
 
 
 def _inputs(torch: Any, entry: Any) -> tuple[Any, ...]:
@@ -455,8 +453,7 @@ def _worker(mode: str, cfg: dict[str, Any]) -> None:
             res = _w_measure(mode, cfg)
     except Exception as exc:
         res = {"mode": mode, "error": _err(exc)}
-    sys.stdout.flush()
-    print(RESULT_MARK + json.dumps(res, default=str), flush=True)
+    emit_result(RESULT_MARK, res)
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,8 +461,7 @@ def _worker(mode: str, cfg: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _log(msg: str) -> None:
-    print(f"[cold_start {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+_log = logger("cold_start")
 
 
 def _hash_tree(paths: Iterable[Path], extra: str = "") -> str:

@@ -113,6 +113,10 @@ class _Source:
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
 
+    def require(self, cond: str, reason: str, key: str, explain: Callable[..., str]) -> None:
+        """Emit: when ``cond`` holds, the call fails this check."""
+        self.emit(f"if {cond}: {self.fail(reason, key, explain)}")
+
 
 def _attr(expr: str, name: Any, src: _Source) -> str:
     if (
@@ -180,55 +184,55 @@ class CheckBuilder:
                 continue
             spec = lf.tensor
             tensors.append(a)
-            fail = src.fail(
+            src.require(
+                f"type({a}) is not T0 and type({a}) is not T1",
                 "inputs",
                 f"{label} type",
                 lambda s, args, i=i, label=label: (
                     f"{label} is {type(args[i]).__name__}, compiled for a torch.Tensor"
                 ),
             )
-            src.emit(f"if type({a}) is not T0 and type({a}) is not T1: {fail}")
             dtype = _dtype(spec.dtype)
-            fail = src.fail(
+            src.require(
+                f"{a}.dtype is not {src.const(dtype)}",
                 "inputs",
                 f"{label} dtype",
                 lambda s, args, i=i, label=label, d=spec.dtype: (
                     f"{label} is {str(args[i].dtype)[6:]}, compiled for {d}"
                 ),
             )
-            src.emit(f"if {a}.dtype is not {src.const(dtype)}: {fail}")
             if not self.cuda:
-                fail = src.fail(
+                src.require(
+                    f"not {a}.is_cpu",
                     "device",
                     f"{label} device",
                     lambda s, args, i=i, label=label: (
                         f"{label} is on {args[i].device}, artifacts are for the CPU"
                     ),
                 )
-                src.emit(f"if not {a}.is_cpu: {fail}")
             elif first_tensor:
                 src.emit(f"dev = {a}.device")
             else:
-                fail = src.fail(
+                src.require(
+                    f"{a}.device != dev",
                     "device",
                     f"{label} device",
                     lambda s, args, i=i, label=label: (
                         f"{label} is on {args[i].device}, another argument is not"
                     ),
                 )
-                src.emit(f"if {a}.device != dev: {fail}")
             first_tensor = False
             sh = f"s{i}"
             src.emit(f"{sh} = {a}.shape")
             rank = len(spec.dims)
-            fail = src.fail(
+            src.require(
+                f"len({sh}) != {len(spec.dims)}",
                 "inputs",
                 f"{label} rank",
                 lambda s, args, i=i, label=label, n=rank: (
                     f"{label} has {args[i].dim()} dimensions, compiled for {n}"
                 ),
             )
-            src.emit(f"if len({sh}) != {len(spec.dims)}: {fail}")
             for j, d in enumerate(spec.dims):
                 self._dim(a, sh, i, j, d, label, syms)
             self._layout(a, i, label, spec)
@@ -245,10 +249,12 @@ class CheckBuilder:
         else:
             cond = f"not {a}.is_contiguous()"
             explain = "is not contiguous; pass a contiguous tensor (.contiguous())"
-        fail = src.fail(
-            "inputs", f"{label} layout", lambda s, args: f"{label} " + explain.format(args[i].stride())
+        src.require(
+            f"{cond}",
+            "inputs",
+            f"{label} layout",
+            lambda s, args: f"{label} " + explain.format(args[i].stride()),
         )
-        src.emit(f"if {cond}: {fail}")
 
     def _dim(self, a: str, sh: str, i: int, j: int, d: Any, label: str, syms: dict[str, str]) -> None:
         src = self.src
@@ -267,14 +273,14 @@ class CheckBuilder:
             " (and 1, by its own artifact)" if sym in self.size_one else ""
         )
         if sym in syms:
-            fail = src.fail(
+            src.require(
+                f"{sh}[{j}] != {mul} * {syms[sym]} + {add}",
                 "inputs",
                 what,
                 lambda s, args: (
                     f"{what} is {size(args)}, compiled to equal {mul}*{sym}+{add} of the other arguments"
                 ),
             )
-            src.emit(f"if {sh}[{j}] != {mul} * {syms[sym]} + {add}: {fail}")
             return
         var = f"sym{len(syms)}"
         syms[sym] = var
@@ -399,12 +405,12 @@ class CheckBuilder:
                 conds += self._conditions(g, batch)
             conds += batch.conditions(src)
             if conds:
-                fail = src.fail(
+                src.require(
+                    f"{' or '.join(conds)}",
                     "state",
                     f"{owner.label()} state",
                     lambda s, args, guards=guards, owner=owner: _first_problem(guards, s, owner),
                 )
-                src.emit(f"if {' or '.join(conds)}: {fail}")
 
     def _weights(self) -> list[str]:
         src, out = self.src, []
@@ -414,14 +420,14 @@ class CheckBuilder:
             out.append(var)
             for p in rest:
                 other = self._path(p)
-                fail = src.fail(
+                src.require(
+                    f"{other} is not {var}",
                     "weights",
                     f"{p.label()} tied",
                     lambda s, args, p=p, first=first: (
                         f"{p.label()} is no longer the same tensor as {first.label()} (tied when compiled)"
                     ),
                 )
-                src.emit(f"if {other} is not {var}: {fail}")
         return out
 
     def build(self) -> Check:
