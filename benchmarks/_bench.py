@@ -28,3 +28,17 @@ def logger(name: str) -> Callable[[str], None]:
         print(f"[{name} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     return log
+
+
+def number(v: float | None, digits: int = 1) -> str:
+    """A table cell: thousands separators, "—" for a missing value."""
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def first_line(err: str) -> str:
+    """The line of a traceback that says what went wrong."""
+    lines = [ln.strip() for ln in err.strip().splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if ":" in ln and not ln.startswith(("File ", "^", "~")):
+            return ln[:300]
+    return lines[-1][:300] if lines else err[:300]

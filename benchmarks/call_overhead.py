@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _bench import emit_result, error_text, logger
+from _bench import emit_result, error_text, first_line, logger, number
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -578,16 +578,10 @@ def _meta() -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _f(v: float | None, digits: int = 1) -> str:
-    return "—" if v is None else f"{v:,.{digits}f}"
+_f = number
 
 
-def _first_line(err: str) -> str:
-    lines = [ln.strip() for ln in err.strip().splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if ":" in ln and not ln.startswith(("File ", "^", "~")):
-            return ln[:300]
-    return lines[-1][:300] if lines else err[:300]
+_first_line = first_line
 
 
 def _threads(report: dict[str, Any]) -> str:
