@@ -159,14 +159,22 @@ def build_expr(raw: Any, leaf: Callable[[int], str], const: Callable[[Any], str]
     return expr(raw)
 
 
-def unflattener(raw: Any) -> Callable[[Sequence[Any]], Any]:
-    """A function building the stored structure from its leaves, in flatten order."""
+def compile_builder(
+    raw: Any, leaf: Callable[[int, Callable[[Any], str]], str], params: str
+) -> Callable[..., Any]:
+    """``lambda <params>: <the structure>``, compiled once: leaf ``i`` is the expression
+    ``leaf(i, const)``, where ``const(obj)`` names an object the expression may use."""
     consts: list[Any] = []
 
     def const(value: Any) -> str:
         consts.append(value)
         return f"K[{len(consts) - 1}]"
 
-    body = build_expr(raw, lambda i: f"o[{i}]", const)
-    fn: Callable[[Sequence[Any]], Any] = eval(f"lambda o: {body}", {"K": consts})
+    body = build_expr(raw, lambda i: leaf(i, const), const)
+    fn: Callable[..., Any] = eval(f"lambda {params}: {body}", {"K": consts})
     return fn
+
+
+def unflattener(raw: Any) -> Callable[[Sequence[Any]], Any]:
+    """A function building the stored structure from its leaves, in flatten order."""
+    return compile_builder(raw, lambda i, const: f"o[{i}]", "o")

@@ -134,3 +134,24 @@ def test_failed_entry_leaves_no_manifest(tmp_path: Path) -> None:
     _compile(tmp_path, bad_leaf)
     assert not list((tmp_path / "out").rglob("manifest.json"))
     assert not list((tmp_path / "out").rglob("*.so"))
+
+
+def test_every_failing_entry_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One build names every broken entry, not only the first, and writes nothing."""
+    import aot_build.compile.driver as driver
+
+    monkeypatch.setattr(
+        driver, "discover_entries", lambda modules, packages: [bad_leaf, bad_callable, not_a_tuple]
+    )
+    compiler = _Compiler(_job(tmp_path, build_lib=str(Path(__file__).parent), targets=["cpu-baseline"]))
+    with pytest.raises(CompileError) as info:
+        compiler.run()
+    msg = str(info.value)
+    assert msg.startswith("3 of 3 entries failed to compile")
+    err = capsys.readouterr().err
+    for name in ("bad_leaf", "bad_callable", "not_a_tuple"):
+        assert f"{__name__}:{name} ({Path(__file__).name}:" in msg
+        assert f"aot-build: error: {__name__}:{name}" in err  # each error in full, as it happened
+    assert not list((tmp_path / "out").rglob("manifest.json"))

@@ -214,11 +214,9 @@ class _Compiler:
         here = where + (f" [{', '.join(f'{k}={v}' for k, v in iset.pinned.items())}]" if iset.pinned else "")
         exported: dict[str, Traced] = {}
         artifacts: list[Artifact] = []
-        for target in targets or [Target("cpu-baseline", "cpu")]:
+        for target in targets:
             if target.device not in exported:
                 exported[target.device] = self.export(entry, iset, target.device, here)
-            if not targets:
-                break
             ep = exported[target.device].ep
             t0 = time.perf_counter()
             try:
@@ -244,7 +242,6 @@ class _Compiler:
         shapes = read_shapes(traced.ep, iset)
         arg_leaves, in_spec = pytree.tree_flatten(iset.args)
         leaves = input_leaves(arg_leaves, shapes, iset, here)
-        del arg_leaves
         guards, weights = plan(traced.recording, traced.lifted, traced.weight_ids, here)
         variant = Variant(
             inputs=trees.encode(in_spec, "arguments"),
@@ -311,21 +308,17 @@ class _Compiler:
         targets = self.usable_targets()
         say(f"compiling {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
         t0 = time.perf_counter()
-        failures: list[CompileError] = []
+        failed: list[str] = []
         for entry in entries:
             try:
                 self.compile_entry(entry, targets, staging)
             except CompileError as exc:
-                failures.append(exc)
+                failed.append(_where(entry, self.build_lib))
                 print(f"\naot-build: error: {exc}\n", file=sys.stderr, flush=True)
-        if failures:
-            names = "\n  ".join(
-                str(f).strip().splitlines()[-2] if len(str(f).strip().splitlines()) > 1 else str(f)
-                for f in failures
-            )
+        if failed:
             raise CompileError(
-                f"{len(failures)} of {len(entries)} entries failed to compile (each error is above); "
-                f"no artifacts were written:\n  {names}"
+                f"{len(failed)} of {len(entries)} entries failed to compile (each error is above); "
+                "no artifacts were written:\n  " + "\n  ".join(failed)
             )
         total = 0
         for top, manifest in self.manifests.items():

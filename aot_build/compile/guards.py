@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ..errors import CompileError
-from ..manifest import Guard, ObjPath, TensorSpec, Weight
+from ..manifest import Guard, ObjPath, Weight
 from ..names import qualified_name, resolve
 from ..values import encode, is_plain
 from .lifting import Lifted
@@ -99,14 +99,10 @@ def plan(
             continue  # a weight's alias paths are in its Weight record
         guards += [Guard(p, "same", first.to_json()) for p in rest]
     weights = [
-        Weight(tuple(sorted(paths, key=_sort_key)), _spec(t))
+        Weight(tuple(sorted(paths, key=_sort_key)), tensor_spec(t))
         for paths, t in zip(lifted.paths, lifted.tensors, strict=True)
     ]
     return guards, weights
-
-
-def _spec(t: torch.Tensor) -> TensorSpec:
-    return tensor_spec(t)
 
 
 def summary(guards: list[Guard], weights: list[Weight]) -> str:

@@ -46,10 +46,6 @@ class InputSet:
     labels: list[str]
     pinned: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def dynamic(self) -> bool:
-        return any(self.dims)
-
     def tensor_labels(self) -> list[str]:
         leaves = pytree.tree_leaves(self.args)
         return [lb for lb, v in zip(self.labels, leaves, strict=True) if isinstance(v, torch.Tensor)]

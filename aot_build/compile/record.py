@@ -99,7 +99,6 @@ class Recorder:
         self._active = False
         self._paths: dict[int, ObjPath] = {}
         self._keep: dict[int, Any] = {}
-        self._codes: dict[types.CodeType, tuple[str, tuple[str, ...]]] = {}
         self._seen_codes: set[types.CodeType] = set()
         self.recording = Recording()
         self.known = self._walk()

@@ -48,7 +48,6 @@ class Traced:
     lifted: Lifted
     recording: Recording
     outputs: Outputs
-    recorder: Recorder
     weight_ids: dict[int, int]
     embedded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
@@ -203,7 +202,7 @@ def trace(fn: Callable[..., Any], iset: InputSet, package: str, device: str, whe
                 i = result.weight_ids.get(id(value))
                 if i is not None:
                     lifted.add(path, lifted.tensors[i])
-            return Traced(ep, lifted, result.recording, result.outputs, recorder, result.weight_ids)
+            return Traced(ep, lifted, result.recording, result.outputs, result.weight_ids)
         for path, tensor in new:
             lifted.add(path, tensor)
     raise CompileError(f"{where}: torch.export kept reading new package tensors after {_MAX_EXPORTS} exports")

@@ -23,7 +23,7 @@ import keyword
 import math
 import operator
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -409,7 +409,10 @@ class CheckBuilder:
                     f"{' or '.join(conds)}",
                     "state",
                     f"{owner.label()} state",
-                    lambda s, args, guards=guards, owner=owner: _first_problem(guards, s, owner),
+                    lambda s, args, guards=guards, owner=owner: (
+                        first_problem(guards, s)
+                        or f"{owner.label()} changed while the call was being checked"
+                    ),
                 )
 
     def _weights(self) -> list[str]:
@@ -566,12 +569,9 @@ def guard_problem(g: Guard, self_obj: Any) -> str | None:
     )
 
 
-def _first_problem(guards: list[Guard], self_obj: Any, owner: ObjPath) -> str:
-    for g in guards:
-        problem = guard_problem(g, self_obj)
-        if problem:
-            return problem
-    return f"{owner.label()} changed while the call was being checked"
+def first_problem(guards: Iterable[Guard], self_obj: Any) -> str | None:
+    """The first of ``guards`` that does not hold now, described; None when all hold."""
+    return next((p for p in (guard_problem(g, self_obj) for g in guards) if p), None)
 
 
 _AUTOGRAD = (

@@ -15,6 +15,7 @@ silently: to such a caller an entry is plain torch code.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
 import warnings
@@ -33,7 +34,7 @@ from ..manifest import Artifact, Manifest, Variant
 from ..names import top_package
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, manifest_for, open_library, verify
-from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, guard_problem
+from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, first_problem
 
 if TYPE_CHECKING:
     from ..decorate import AotEntry
@@ -82,8 +83,7 @@ class _Fallback:
         msg = f"aot_build: {self.key} runs as plain Python: {miss.detail}"
         if self.strict:
             raise FallbackError(f"{msg} ({ENV_STRICT}=1 makes this an error)")
-        # state: one warning per distinct change; inputs: one per failing check (sizes vary)
-        key = (miss.reason, miss.detail if miss.reason == "state" else miss.key)
+        key = (miss.reason, miss.key)
         if key not in self.warned:
             self.warned.add(key)
             # user code -> AotEntry.__call__ -> _Bound.__call__ (or the always-lambda) -> here
@@ -135,9 +135,11 @@ class _VariantRunner:
             self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
         self._size_one = size_one
         self.n_tensors = sum(lf.tensor is not None for lf in variant.leaves)
-        self.key = tuple(None if lf.tensor is not None else values.decode(lf.value) for lf in variant.leaves)
-        self.dtypes = tuple(
-            (getattr(torch, lf.tensor.dtype), len(lf.tensor.dims)) if lf.tensor is not None else None
+        #: What a call's leaves must give to reach this variant: (dtype, rank) or the value.
+        self.dispatch_key = tuple(
+            (getattr(torch, lf.tensor.dtype), len(lf.tensor.dims))
+            if lf.tensor is not None
+            else values.decode(lf.value)
             for lf in variant.leaves
         )
         self.cpu_pick: Artifact | Miss | None = None
@@ -150,44 +152,32 @@ class _VariantRunner:
 
     @functools.cached_property
     def build(self) -> Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any]:
-        return self._builder()
+        """``build(outputs, leaves, tensors)``: the function's result from the library's
+        outputs, the call's argument leaves and the tensors passed (inputs, then weights)."""
+        out_leaves = self.variant.out_leaves
+        library_index = list(
+            itertools.accumulate((o.kind in ("tensor", "sym") for o in out_leaves), initial=0)
+        )
 
-    def dispatch_key(self) -> tuple[Any, ...]:
-        return tuple(d if d is not None else k for d, k in zip(self.dtypes, self.key, strict=True))
-
-    def _builder(self) -> Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any]:
-        consts: list[Any] = []
-
-        def const(value: Any) -> str:
-            consts.append(value)
-            return f"K[{len(consts) - 1}]"
-
-        exprs: list[str] = []
-        k = 0
-        for leaf in self.variant.out_leaves:
-            if leaf.kind == "tensor":
-                exprs.append(f"o[{k}]")
-                k += 1
-            elif leaf.kind == "sym":
-                exprs.append(f"{ {'int': 'int', 'float': 'float'}.get(str(leaf.value), 'bool') }(o[{k}])")
-                k += 1
-            elif leaf.kind == "value":
-                value = values.decode(leaf.value)
+        def leaf(i: int, const: Callable[[Any], str]) -> str:
+            o, k = out_leaves[i], library_index[i]
+            if o.kind == "tensor":
+                return f"o[{k}]"
+            if o.kind == "sym":
+                return f"{ {'int': 'int', 'float': 'float'}.get(str(o.value), 'bool') }(o[{k}])"
+            if o.kind == "value":
+                value = values.decode(o.value)
                 # mutable values are decoded afresh per call: callers may change them
-                exprs.append(
-                    f"{const(values.decode)}({const(leaf.value)})"
+                return (
+                    f"{const(values.decode)}({const(o.value)})"
                     if isinstance(value, (list, dict))
                     else const(value)
                 )
-            elif leaf.kind == "input":
-                exprs.append(f"a[{leaf.index}]")
-            else:
-                exprs.append(f"r[{self.n_tensors + leaf.index}]")
-        body = trees.build_expr(self.variant.outputs, lambda i: exprs[i], const)
-        fn: Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any] = eval(
-            f"lambda o, a, r: {body}", {"K": consts}
-        )
-        return fn
+            if o.kind == "input":
+                return f"a[{o.index}]"
+            return f"r[{self.n_tensors + o.index}]"
+
+        return trees.compile_builder(self.variant.outputs, leaf, "o, a, r")
 
     def pick_cpu(self) -> Artifact:
         if self.cpu_pick is None:
@@ -219,14 +209,17 @@ class _VariantRunner:
         return _runner(self.folder, max(fits, key=lambda a: a.target), self.manifest, device)
 
     def failure(self, code: int, self_obj: Any, leaves: tuple[Any, ...]) -> Miss:
+        """What failed check ``code`` means for this call. Warnings are given once per key:
+        per check for arguments (sizes vary from call to call), per change for package state."""
         if code == EXCEPTION:
-            return Miss("state", _explain_exception(self.variant, self_obj), "unreachable path")
+            detail = _explain_exception(self.variant, self_obj)
+            return Miss("state", detail, detail)
         f = self.check.failures[code]
         try:
             detail = f.explain(self_obj, leaves)
         except Exception as exc:  # describing must never fail the call
             detail = f"{f.key} differs ({type(exc).__name__})"
-        return Miss(f.reason, detail, f.key)
+        return Miss(f.reason, detail, detail if f.reason == "state" else f.key)
 
     def run(self, r: tuple[Any, ...], leaves: tuple[Any, ...]) -> Any:
         device = r[0].device if self.n_tensors and not r[0].is_cpu else _CPU
@@ -249,10 +242,9 @@ _AUTOGRAD_WEIGHTS = (
 
 
 def _explain_exception(variant: Variant, self_obj: Any) -> str:
-    for g in variant.guards:
-        problem = guard_problem(g, self_obj)
-        if problem:
-            return problem
+    problem = first_problem(variant.guards, self_obj)
+    if problem:
+        return problem
     for w in variant.weights:
         for p in w.paths:
             try:
@@ -343,7 +335,7 @@ class _Bound:
             if found is None:
                 found = _Structure(spec, _is_flat(spec, len(v.variant.leaves)), {})
                 self.structures.append(found)
-            found.table.setdefault(v.dispatch_key(), []).append(v)
+            found.table.setdefault(v.dispatch_key, []).append(v)
         self.single = variants[0] if len(variants) == 1 and self.structures[0].flat else None
 
     def cpu_target(self) -> str | None:
