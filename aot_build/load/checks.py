@@ -581,7 +581,7 @@ _AUTOGRAD = (
 
 
 class Check:
-    """A compiled check; ``fast`` for every call, ``verify_weights`` when the cached weight
+    """A compiled check; ``fast`` for every call, ``weights_changed`` when the cached weight
     metadata no longer matches (a weight was replaced or converted)."""
 
     def __init__(
