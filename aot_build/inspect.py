@@ -12,7 +12,15 @@ from typing import Any
 from .constants import ARTIFACT_DIR, MANIFEST_NAME
 from .errors import ManifestError
 from .manifest import Manifest
-from .targets import best_cpu_target, host_cpu_targets, machine
+from .targets import (
+    CPU_FEATURES,
+    Target,
+    best_cpu_target,
+    compile_options,
+    host_cpu_targets,
+    machine,
+    missing_features,
+)
 
 
 def read_manifests(target: str) -> list[tuple[str, Manifest]]:
@@ -40,6 +48,12 @@ def read_manifests(target: str) -> list[tuple[str, Manifest]]:
         if p.is_file():
             manifests.append((str(p), Manifest.read(p)))
     return manifests
+
+
+def needs(target: str, arch: str) -> dict[str, Any]:
+    """What a CPU target's code requires of a host: its -march level and CPU features."""
+    march = compile_options(Target(target, "cpu"), arch).get("cpp.march") or f"{arch} default"
+    return {"march": march, "features": sorted(CPU_FEATURES.get(arch, {}).get(target, ()))}
 
 
 def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None) -> dict[str, Any]:
@@ -79,6 +93,10 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                                 "file": a.file,
                                 "size": m.files[a.file].size if a.file in m.files else None,
                                 "isa": a.isa,
+                                "needs": needs(a.target, m.machine) if a.device == "cpu" else None,
+                                "host_lacks": sorted(missing_features(a.target, m.machine))
+                                if a.device == "cpu" and same_host
+                                else None,
                             }
                             for a in v.artifacts
                         ],
@@ -120,9 +138,13 @@ def render(info: dict[str, Any]) -> str:
             )
             for a in e["artifacts"]:
                 mark = "  <- this host loads" if a["target"] == e["this_host_loads"] else ""
+                if a["host_lacks"]:
+                    mark += f"  (this CPU lacks {', '.join(a['host_lacks'])})"
+                level = a["needs"]["march"] if a["needs"] else a["isa"]
                 size = f"{a['size'] / 1e6:.2f} MB" if a["size"] is not None else "missing"
                 lines.append(
-                    f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<24} {a['file']}{mark}"
+                    f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<12} {level:<10} "
+                    f"{a['file']}{mark}"
                 )
             if e["this_host_loads"] is None:
                 lines.append("    (no artifact for this host's CPU: calls run as plain Python)")

@@ -1,6 +1,7 @@
-"""Dotted names: the top-level package of a module, whether a module belongs to a package,
-and ``module:qualname`` references to classes and functions that a manifest names and the
-shim resolves again by importing. One helper per idea, used by every step of the pipeline."""
+"""Dotted names: the top-level package of a module, the package that holds its artifacts,
+whether a module belongs to a package, and ``module:qualname`` references to classes and
+functions that a manifest names and the shim resolves again by importing. One helper per
+idea, used by every step of the pipeline."""
 
 from __future__ import annotations
 
@@ -12,6 +13,22 @@ from typing import Any
 def top_package(module: str) -> str:
     """``"pkg"`` for ``"pkg.sub.mod"``."""
     return module.partition(".")[0]
+
+
+def package_root(module: str) -> str:
+    """The package whose ``_aot_build`` folder holds ``module``'s artifacts: the outermost
+    imported regular package (one with an ``__init__.py``) among ``module``'s parents.
+
+    Namespace packages are skipped: several distributions share them (``ns.a`` and ``ns.b``
+    from two wheels), so a manifest there would be overwritten by the next install. Falls back
+    to the top-level name when nothing is imported (messages, tests)."""
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        mod = sys.modules.get(name)
+        if mod is not None and hasattr(mod, "__path__") and getattr(mod, "__file__", None) is not None:
+            return name
+    return top_package(module)
 
 
 def in_package(module: str, package: str) -> bool:

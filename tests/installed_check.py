@@ -181,6 +181,8 @@ def scenario_covered(_: str) -> dict[str, Any]:
         else [],
         "changed_files": {k: changes(before[k], after[k]) for k in dirs},
         "torch": torch.__version__,
+        "torch_lib": str(Path(torch.__file__).parent / "lib"),
+        "libgomp": mapped_libraries("libgomp"),
     }
 
 
@@ -256,13 +258,13 @@ def scenario_damaged(workdir: str) -> dict[str, Any]:
         key: [a["file"] for v in e["variants"] for a in v["artifacts"]]
         for key, e in manifest["entries"].items()
     }
-    # the artifact of the variant that serves X (batch 4): the one not pinned to size 1
-    (victim,) = [
-        a["file"]
-        for v in manifest["entries"]["example_pkg.blocks:mlp_block"]["variants"]
-        if not v["pinned"]
-        for a in v["artifacts"]
-    ]
+    # the artifact this CPU loads for the variant that serves X (batch 4, not pinned to size 1)
+    from aot_build.targets import best_cpu_target
+
+    variants = manifest["entries"]["example_pkg.blocks:mlp_block"]["variants"]
+    (served,) = [v for v in variants if not v["pinned"]]
+    by_target = {a["target"]: a["file"] for a in served["artifacts"]}
+    victim = by_target[best_cpu_target(set(by_target)) or ""]
     path = copy_root / "example_pkg" / "_aot_build" / victim
     data = bytearray(path.read_bytes())
     data[len(data) // 3] ^= 0x5A
@@ -285,7 +287,14 @@ def scenario_host(_: str) -> dict[str, Any]:
 
     out: dict[str, Any] = {"capability": torch.backends.cpu.get_cpu_capability()}
     out["mlp"], _ = call(example_pkg.mlp_block, X)
+    out["loaded"] = example_pkg.mlp_block.loaded_target()
     return out
+
+
+def mapped_libraries(fragment: str) -> list[str]:
+    """Files mapped into this process whose name contains ``fragment`` (/proc/self/maps)."""
+    with open("/proc/self/maps") as fh:
+        return sorted({line.split()[-1] for line in fh if fragment in line and "/" in line})
 
 
 def scenario_srcpkg(_: str) -> dict[str, Any]:

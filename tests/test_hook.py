@@ -1,87 +1,16 @@
-"""The setuptools plugin: the torch pin and how it configures a distribution."""
+"""The setuptools plugin: how it configures a distribution (requirements, commands, tag)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 from setuptools.dist import Distribution
 
-from aot_build import __version__
 from aot_build.errors import ConfigError
 from aot_build.package import hook
 from aot_build.package.command import build_aot
-from aot_build.package.hook import pin_torch
-
-SHIM = f"aot-build>={__version__}"
-
-
-def _names(reqs: list[str]) -> list[str]:
-    return [Requirement(r).name for r in reqs]
-
-
-@pytest.mark.parametrize(
-    "torch_req",
-    ["torch", "torch>=2.0", "torch>=2.0,<3", "torch==2.13.0", "torch~=2.13.0", "Torch>=2", "torch==2.13.*"],
-)
-def test_replaces_torch_ranges(torch_req: str) -> None:
-    out = pin_torch(["numpy>=1", torch_req], "2.13.0", "pyproject.toml")
-    assert out == ["numpy>=1", SHIM, "torch==2.13.0"]
-
-
-def test_adds_torch_when_absent() -> None:
-    assert pin_torch([], "2.13.0", "x") == [SHIM, "torch==2.13.0"]
-
-
-@pytest.mark.parametrize("torch_req", ["torch<2.13", "torch>=2.14", "torch==2.12.1", "torch!=2.13.0"])
-def test_range_excluding_release_is_an_error(torch_req: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        pin_torch([torch_req], "2.13.0", "proj/pyproject.toml")
-    msg = str(info.value)
-    assert msg.startswith("proj/pyproject.toml: ")
-    assert repr(torch_req) in msg
-    assert "excludes torch 2.13.0" in msg
-
-
-def test_prerelease_release_is_accepted_by_a_range() -> None:
-    out = pin_torch(["torch>=2.13.0.dev0"], "2.14.0.dev20260101", "x")
-    assert out[-1] == "torch==2.14.0.dev20260101"
-
-
-@pytest.mark.parametrize("listed", ["aot-build", "aot_build>=0.1", "AOT-Build==0.1.0"])
-def test_shim_not_added_when_listed(listed: str) -> None:
-    out = pin_torch([listed, "torch"], "2.13.0", "x")
-    assert out == [listed, "torch==2.13.0"]
-    assert _names(out).count("torch") == 1
-
-
-def test_conditional_torch_requirement_is_kept() -> None:
-    conditional = "torch>=2; sys_platform == 'linux'"
-    out = pin_torch([conditional], "2.13.0", "x")
-    assert out[0] == conditional
-    assert out[-1] == "torch==2.13.0"
-
-
-def test_other_requirements_untouched_and_in_order() -> None:
-    reqs = ["b>=1", "a[extra]==2; python_version>='3.10'", "torchvision==0.29.0"]
-    out = pin_torch(reqs, "2.13.0", "x")
-    assert out[:3] == reqs
-    assert out[3:] == [SHIM, "torch==2.13.0"]
-
-
-def test_torch_release_strips_local_label(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hook.metadata, "version", lambda name: "2.13.0+cpu")
-    assert hook.torch_release() == "2.13.0"
-
-
-def test_torch_release_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    def missing(name: str) -> str:
-        raise hook.metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(hook.metadata, "version", missing)
-    with pytest.raises(ConfigError, match=r'torch is not installed.*"torch==X.Y.Z"'):
-        hook.torch_release()
+from aot_build.package.requirements import SHIM_REQUIREMENT, torch_release
 
 
 def _dist(tmp_path: Path, pyproject: str, monkeypatch: pytest.MonkeyPatch) -> Distribution:
@@ -120,6 +49,38 @@ def test_finalize_configures_opted_in_projects(tmp_path: Path, monkeypatch: pyte
     assert dist.has_ext_modules()  # platform-tagged wheel
 
 
+def test_static_dependencies_are_checked_not_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyproject = '[project]\nname = "demo"\ndependencies = ["numpy", "torch>=2"]\n[tool.aot-build]\n'
+    dist = _dist(tmp_path, pyproject, monkeypatch)
+    with pytest.raises(ConfigError) as info:
+        hook.finalize(dist)
+    msg = str(info.value)
+    assert "pyproject.toml: [project].dependencies must pin torch==" in msg
+    assert 'dependencies = ["numpy", "torch==' in msg
+    assert dist.install_requires == ["torch>=2"]  # untouched
+
+
+def test_dynamic_dependencies_get_the_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pyproject = '[project]\nname = "demo"\ndynamic = ["dependencies"]\n[tool.aot-build]\n'
+    dist = _dist(tmp_path, pyproject, monkeypatch)
+    hook.finalize(dist)
+    dist._finalize_requires()
+    assert dist.install_requires == [SHIM_REQUIREMENT, f"torch=={torch_release()}"]
+
+
+def test_wheel_tag_comes_from_build_aot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(build_aot, "platform_tag", "manylinux_2_35_x86_64")
+    dist = _dist(tmp_path, '[tool.aot-build]\n', monkeypatch)
+    hook.finalize(dist)
+    cmd = dist.get_command_obj("bdist_wheel")
+    cmd.ensure_finalized()
+    assert cmd.get_tag()[2] == "manylinux_2_35_x86_64"
+    monkeypatch.setattr(build_aot, "platform_tag", None)  # a wheel that ships no library
+    assert cmd.get_tag()[2].startswith("linux_")
+
+
 def test_finalize_refuses_bad_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dist = _dist(tmp_path, '[tool.aot-build]\ntarget = ["cpu"]\n', monkeypatch)
     with pytest.raises(ConfigError, match="Did you mean 'targets'"):
@@ -135,3 +96,32 @@ def test_plugin_is_registered_for_setuptools() -> None:
     assert len(eps) == 1
     assert eps[0].value == "aot_build.package.hook:finalize"
     assert eps[0].load() is hook.finalize
+
+
+def test_wheel_platform_of_a_library_that_cannot_be_read(tmp_path: Path) -> None:
+    from setuptools.errors import SetupError
+
+    from aot_build.package.command import wheel_platform
+
+    bad = tmp_path / "0123.so"
+    bad.write_bytes(b"not an ELF file")
+    with pytest.raises(SetupError, match=r"cannot tag the wheel: .*0123\.so.*no wheel was written"):
+        wheel_platform([bad])
+
+
+def test_wheel_platform_of_a_compiled_library(tmp_path: Path) -> None:
+    """A library needing only glibc and libstdc++ gets a manylinux tag of this architecture."""
+    import shutil
+    import subprocess
+
+    from aot_build.package.command import wheel_platform
+    from aot_build.targets import machine
+
+    if not shutil.which("g++"):
+        pytest.skip("no C++ compiler")
+    src = tmp_path / "lib.cpp"
+    src.write_text('#include <string>\nextern "C" int f(int n) { return (int)std::to_string(n).size(); }\n')
+    lib = tmp_path / "lib.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-O1", str(src), "-o", str(lib)], check=True)
+    tag = wheel_platform([lib])
+    assert tag.startswith("manylinux_2_") and tag.endswith(f"_{machine()}")

@@ -7,6 +7,7 @@ imports a fresh copy, so bindings, warnings and module globals never leak betwee
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import json
@@ -625,3 +626,123 @@ def test_training_flag_the_trace_never_read_is_not_guarded(ops: ModuleType) -> N
         out, ran, caught = call(ops, X, 3)
         assert not ran and caught == []
         assert_same(out, eager(ops, X, 3))
+
+
+# ---------------------------------------------------------------- host and device selection
+
+
+def test_cpu_lacking_a_feature_of_its_level_gets_a_lower_artifact(
+    compiled: Compiled, load: Callable[[Path], ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AVX2 and FMA alone do not make an x86-64-v3 CPU: without BMI2 the AVX2 artifact (whose
+    code may use it) is passed over for the baseline one, which computes the eager result."""
+    from aot_build import targets
+
+    flags = targets.cpu_flags()
+    if machine() != "x86_64" or flags is None or "bmi2" not in flags:
+        pytest.skip("needs an x86-64 host with BMI2 to take it away")
+    monkeypatch.setattr(targets, "_FLAGS", [flags - {"bmi2"}])
+    ops = load(compiled.root)
+    out, ran, caught = call(ops, X, 3)
+    assert not ran and caught == []
+    assert ops.affine.loaded_target() == "cpu-baseline"
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_artifacts_traced_under_another_python_fall_back(
+    patched_copy: Path, load: Callable[[Path], ModuleType]
+) -> None:
+    _edit_manifest(patched_copy, lambda raw: raw.update(python_version="3.99"))
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert "artifacts were traced under Python 3.99, this is 3." in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+def _cuda_variant(compiled: Compiled, *names: str) -> Any:
+    manifest = compiled.manifest()
+    (variant,) = manifest.entries[KEY].variants
+    arts = tuple(dataclasses.replace(variant.artifacts[0], target=n, device="cuda") for n in names)
+    return shim._VariantRunner(
+        dataclasses.replace(variant, artifacts=arts), compiled.artifact_dir, manifest, frozenset()
+    )
+
+
+@pytest.mark.parametrize(
+    ("capability", "expected"),
+    [((8, 6), "cuda-sm86"), ((8, 9), "cuda-sm86"), ((9, 0), "cuda-sm90"), ((10, 0), "cuda-sm100")],
+)
+def test_cuda_artifact_choice_by_device_capability(
+    compiled: Compiled, monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], expected: str
+) -> None:
+    runner = _cuda_variant(compiled, "cuda-sm80", "cuda-sm86", "cuda-sm90", "cuda-sm100")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(shim, "_runner", lambda folder, art, manifest, device: (art.target, str(device)))
+    assert runner.runner(torch.device("cuda", 1)) == (expected, "cuda:1")
+
+
+def test_cuda_device_without_a_fitting_artifact(compiled: Compiled, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = _cuda_variant(compiled, "cuda-sm80", "cuda-sm90")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    with pytest.raises(shim.Miss) as info:
+        runner.runner(torch.device("cuda", 0))
+    assert info.value.reason == "device"
+    assert "no artifact for cuda:0 (capability (7, 5))" in str(info.value)
+
+
+def test_cuda_runners_are_made_per_device_index(compiled: Compiled, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA runner is bound to one device: ``cuda:1`` inputs get their own, never the
+    ``cuda:0`` one; each is opened once and reused."""
+    opened: list[tuple[str, str]] = []
+
+    def fake_open(path: Path, device: str) -> object:
+        opened.append((path.name, device))
+        return object()
+
+    monkeypatch.setattr(shim, "_RUNNERS", {})
+    monkeypatch.setattr(shim, "open_library", fake_open)
+    manifest = compiled.manifest()
+    art = manifest.entries[KEY].variants[0].artifacts[0]
+    cuda0, cuda1 = torch.device("cuda", 0), torch.device("cuda", 1)
+    r0 = shim._runner(compiled.artifact_dir, art, manifest, cuda0)
+    r1 = shim._runner(compiled.artifact_dir, art, manifest, cuda1)
+    assert r0 is not r1
+    assert shim._runner(compiled.artifact_dir, art, manifest, cuda1) is r1
+    assert opened == [(art.file, "cuda:0"), (art.file, "cuda:1")]
+
+
+def test_open_library_passes_the_device_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    made: list[tuple[Any, ...]] = []
+
+    class FakeRunner:
+        def __init__(self, *args: Any) -> None:
+            made.append(args)
+
+    monkeypatch.setattr(torch._C._aoti, "AOTIModelContainerRunnerCuda", FakeRunner, raising=False)
+    artifacts.open_library(tmp_path / "x.so", "cuda:1")
+    assert made == [(str(tmp_path / "x.so"), 1, "cuda:1")]
+
+
+def test_library_errors_fall_back(ops: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error raised by the library (a failed kernel launch, say) runs the Python function
+    with a warning; strict mode raises instead."""
+    call(ops, X, 3)  # bound, runner cached
+
+    class Failing:
+        def run(self, tensors: Any) -> Any:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    bound = shim._RUNNERS.copy()
+    monkeypatch.setattr(shim, "_RUNNERS", {k: Failing() for k in bound})
+    ops = importlib.reload(ops)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert "the library failed: RuntimeError: CUDA error: an illegal memory access" in msg
+    assert_same(out, eager(ops, X, 3))
+    monkeypatch.setenv("AOT_BUILD_STRICT", "1")
+    ops = importlib.reload(ops)
+    with pytest.raises(FallbackError, match="the library failed"):
+        ops.affine(X, 3)

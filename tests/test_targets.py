@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from aot_build import targets
+from aot_build.settings import Settings
 from aot_build.targets import (
     CPU_LEVELS,
     Target,
     compile_options,
+    cpu_flags,
+    cuda_build_problem,
     cuda_target_fits,
+    expand_aliases,
     host_cpu_targets,
     known_target_names,
+    missing_features,
     parse_target,
 )
 
@@ -45,11 +51,106 @@ def test_parse_two_digit_major_cuda_targets(name: str, capability: tuple[int, in
     assert cuda_target_fits(t, capability)
 
 
-def test_cpu_alias_is_host_level() -> None:
-    t = parse_target("cpu")
+def test_cpu_host_alias_is_host_level() -> None:
+    t = parse_target("cpu-host")
     assert t.device == "cpu"
     assert t.name == host_cpu_targets()[0]
     assert t.name in CPU_LEVELS[targets.machine()]
+    assert expand_aliases(["cpu-host"]) == [t.name]
+
+
+@pytest.mark.parametrize(
+    ("arch", "expected"),
+    [
+        ("x86_64", ["cpu-avx2", "cpu-baseline"]),
+        ("aarch64", ["cpu-baseline"]),
+        ("ppc64le", ["cpu-baseline"]),
+        ("s390x", ["cpu-baseline"]),
+    ],
+)
+def test_cpu_alias_is_a_set_every_machine_of_the_arch_runs(arch: str, expected: list[str]) -> None:
+    assert expand_aliases(["cpu"], arch) == expected
+    assert expand_aliases(["cpu-baseline", "cpu", "cuda-sm90"], arch) == [
+        "cpu-baseline",
+        *[t for t in expected if t != "cpu-baseline"],
+        "cuda-sm90",
+    ]
+    for name in expected:  # every expanded name is a valid target there, with options
+        t = parse_target(name, arch)
+        assert "cpp.march" in compile_options(t, arch)
+
+
+def test_default_targets_build_on_other_architectures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ppc64le host (faked): the default settings give one baseline target, compiled with
+    the compiler's default -march and no vector ISA, and the host loads it."""
+    monkeypatch.setattr(targets.platform, "machine", lambda: "ppc64le")
+    names = expand_aliases(Settings().targets)
+    assert names == ["cpu-baseline"]
+    assert compile_options(parse_target(names[0])) == {"cpp.march": "", "cpp.simdlen": 1}
+    assert host_cpu_targets() == ("cpu-baseline",)
+
+
+_V3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+_V2 = {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}
+_V4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "capability", "expected"),
+    [
+        (_V2 | _V3 | _V4, "AVX512", ("cpu-avx512", "cpu-avx2", "cpu-baseline")),
+        (_V2 | _V3 | _V4, "AVX2", ("cpu-avx2", "cpu-baseline")),  # ATEN_CPU_CAPABILITY caps
+        (_V2 | _V3 | _V4 - {"avx512vl"}, "AVX512", ("cpu-avx2", "cpu-baseline")),
+        (_V2 | _V3 - {"bmi2"}, "AVX2", ("cpu-baseline",)),  # AVX2+FMA but no BMI2: no v3 code
+        (_V2 | _V3 - {"abm"}, "AVX2", ("cpu-baseline",)),  # no LZCNT
+        (_V2 | _V3 - {"movbe"}, "AVX2", ("cpu-baseline",)),
+        (_V3 - {"sse4_2"}, "AVX2", ("cpu-baseline",)),  # v3 includes v2
+        (set(), "DEFAULT", ("cpu-baseline",)),
+    ],
+)
+def test_host_targets_need_every_feature_of_their_level(
+    monkeypatch: pytest.MonkeyPatch, flags: set[str], capability: str, expected: tuple[str, ...]
+) -> None:
+    monkeypatch.setattr(targets.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(targets, "_FLAGS", [frozenset(flags)])
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert host_cpu_targets() == expected
+
+
+def test_missing_features_named() -> None:
+    have = frozenset(_V2 | _V3 - {"bmi2", "abm"})
+    assert missing_features("cpu-avx2", "x86_64", have) == {"bmi2", "abm"}
+    assert missing_features("cpu-avx512", "x86_64", have) == {"bmi2", "abm"} | _V4
+    assert missing_features("cpu-baseline", "x86_64", frozenset()) == set()
+
+
+def test_cpu_flags_of_this_host() -> None:
+    flags = cpu_flags()
+    if targets.machine() == "x86_64":
+        assert flags is not None and "sse2" in flags
+    # the host's own targets are consistent with its flags
+    for t in host_cpu_targets():
+        assert not missing_features(t)
+
+
+def test_cuda_build_needs_a_gpu_of_the_target_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = parse_target("cuda-sm80", "x86_64")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "no CUDA device" in (cuda_build_problem(t) or "")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    msg = cuda_build_problem(t) or ""
+    assert "NVIDIA H100) has compute capability 9.0" in msg
+    assert "build cuda-sm80 with a GPU of capability 8.0" in msg
+    assert cuda_build_problem(parse_target("cuda-sm90", "x86_64")) is None
+
+
+def test_cuda_options_pin_kernels_and_host_code() -> None:
+    opts = compile_options(Target("cuda-sm90", "cuda", (9, 0)), arch="x86_64")
+    assert opts["aot_inductor.embed_kernel_binary"] is True
+    assert opts["aot_inductor.emit_multi_arch_kernel"] is False
+    assert opts["cpp.march"] == "x86-64"  # host code runs on any CPU driving the GPU
 
 
 @pytest.mark.parametrize("name", ["gpu", "cpu-avx", "cuda-90", "cuda-smX0", "CPU-AVX2", "cuda-sm9", ""])
@@ -58,7 +159,7 @@ def test_unknown_target_lists_valid_ones(name: str) -> None:
         parse_target(name, arch="x86_64")
     msg = str(info.value)
     assert f"unknown target {name!r} on x86_64" in msg
-    for valid in ("cpu-avx512", "cpu-avx2", "cpu-baseline", "cuda-sm80", "cuda-sm90", "'cpu'"):
+    for valid in ("cpu-avx512", "cpu-avx2", "cpu-baseline", "cuda-sm80", "cuda-sm90", "'cpu'", "'cpu-host'"):
         assert valid in msg
 
 
@@ -97,7 +198,6 @@ def test_compile_options_pin_the_isa() -> None:
     assert compile_options(Target("cpu-avx2", "cpu"), arch="x86_64")["cpp.march"] == "x86-64-v3"
     assert compile_options(Target("cpu-baseline", "cpu"), arch="x86_64")["cpp.march"] == "x86-64"
     assert compile_options(Target("cpu-baseline", "cpu"), arch="aarch64")["cpp.march"] == "armv8-a"
-    assert compile_options(Target("cuda-sm90", "cuda", (9, 0))) == {}
     # a copy: callers may add options without changing the table
     opts = compile_options(Target("cpu-avx2", "cpu"), arch="x86_64")
     opts["x"] = 1

@@ -31,8 +31,10 @@ def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor
     return consts
 
 
-def _isa_label(meta: dict[str, Any]) -> str:
-    isa = str(meta.get("AOTI_CPU_ISA", "") or meta.get("AOTI_COMPUTE_CAPABILITY", ""))
+def _isa_label(meta: dict[str, Any], target: Target) -> str:
+    if target.device == "cuda":
+        return f"sm_{meta.get('AOTI_COMPUTE_CAPABILITY', '?')}"
+    isa = str(meta.get("AOTI_CPU_ISA", ""))
     return "scalar (no vector ISA)" if isa == "INVALID_VEC_ISA" else isa
 
 
@@ -55,9 +57,6 @@ def compile_library(
 ) -> Built:
     """Compile ``ep`` for ``target`` into ``workdir``; return the library."""
     options: dict[str, Any] = {**extra_options, **compile_options(target)}
-    if target.device == "cuda":
-        # One self-contained file: kernels inside the library, not beside it.
-        options["aot_inductor.embed_kernel_binary"] = True
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         pt2 = Path(tmp) / "entry.pt2"
         with pinned_vec_isa(target):
@@ -73,10 +72,15 @@ def compile_library(
             meta = json.loads(zf.read(meta_name)) if meta_name in zf.namelist() else {}
             staged = Path(tmp) / "lib.so"
             staged.write_bytes(zf.read(libs[0]))
+        built_for = str(meta.get("AOTI_COMPUTE_CAPABILITY", ""))
+        if target.capability and built_for and built_for != "".join(map(str, target.capability)):
+            raise RuntimeError(
+                f"the library was compiled for compute capability {built_for}, not {target.name}"
+            )
         if strip and shutil.which("strip"):
             subprocess.run(["strip", "--strip-unneeded", str(staged)], check=True)
         data = staged.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         final = workdir / f"{digest[:24]}.so"
         shutil.move(str(staged), final)
-    return Built(path=final, sha256=digest, size=len(data), isa=_isa_label(meta))
+    return Built(path=final, sha256=digest, size=len(data), isa=_isa_label(meta, target))

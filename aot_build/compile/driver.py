@@ -27,8 +27,8 @@ from ..decorate import AotEntry
 from ..discover import discover_entries
 from ..errors import AotBuildError, CompileError
 from ..manifest import Artifact, Entry, FileRecord, Manifest, Variant
-from ..names import top_package
-from ..targets import Target, machine, parse_target
+from ..names import package_root
+from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
 from . import aoti
 from .guards import plan, summary
 from .inputs import InputSet, input_sets, pinned_copies
@@ -49,7 +49,7 @@ class Job:
         optional_targets: targets that may be skipped when this machine cannot build them.
         inductor_options: extra Inductor config.
         strip: strip shipped libraries.
-        out_dir: staging folder; receives ``<top package>/_aot_build/...``.
+        out_dir: staging folder; receives ``<package root path>/_aot_build/...``.
     """
 
     build_lib: str
@@ -108,7 +108,7 @@ class _Compiler:
         self.job = job
         self.build_lib = Path(job.build_lib)
         self.targets: list[Target] = []
-        for name in job.targets:
+        for name in expand_aliases(job.targets):
             try:
                 self.targets.append(parse_target(name))
             except ValueError as exc:
@@ -132,12 +132,12 @@ class _Compiler:
     def usable_targets(self) -> list[Target]:
         usable = []
         for t in self.targets:
-            if t.device == "cuda" and not torch.cuda.is_available():
-                reason = "no CUDA device on the build machine"
+            reason = cuda_build_problem(t) if t.device == "cuda" else None
+            if reason:
                 if t.name not in self.job.optional_targets:
                     raise CompileError(
-                        f"target {t.name}: {reason}. Build on a machine with a GPU, or mark it "
-                        f'optional: [tool.aot-build] optional-targets = ["{t.name}"]'
+                        f"target {t.name}: {reason}. Or mark it optional: "
+                        f'[tool.aot-build] optional-targets = ["{t.name}"]'
                     )
                 say(f"skipping optional target {t.name}: {reason}")
                 self.skipped.append({"target": t.name, "reason": reason})
@@ -147,7 +147,7 @@ class _Compiler:
 
     def export(self, entry: AotEntry, iset: InputSet, device: str, where: str) -> Traced:
         fn = entry.__wrapped__
-        top = top_package(fn.__module__)
+        top = package_root(fn.__module__)
         live = _live_storages()
         try:
             traced = trace(fn, iset, top, device, where)
@@ -266,15 +266,15 @@ class _Compiler:
             sets = input_sets(entry, where)
         except AotBuildError as exc:
             raise CompileError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from exc
-        top = top_package(entry.__wrapped__.__module__)
+        top = package_root(entry.__wrapped__.__module__)
         if not hasattr(sys.modules.get(top), "__path__"):
             raise CompileError(
-                f"{where}: the entry is in the top-level module {top!r}, not in a package; "
+                f"{where}: the entry is in the module {top!r}, not in a package; "
                 "aot_build ships artifacts inside a package folder. Move the module into a "
                 "package (a folder with __init__.py)"
             )
         manifest = self.manifest(top)
-        out_dir = staging / top / ARTIFACT_DIR
+        out_dir = staging / top.replace(".", "/") / ARTIFACT_DIR
         out_dir.mkdir(parents=True, exist_ok=True)
         if not targets:  # every target was optional and skipped: the manifest says why
             return
@@ -322,7 +322,7 @@ class _Compiler:
             )
         total = 0
         for top, manifest in self.manifests.items():
-            manifest.write(staging / top / ARTIFACT_DIR / MANIFEST_NAME)
+            manifest.write(staging / top.replace(".", "/") / ARTIFACT_DIR / MANIFEST_NAME)
             size = sum(f.size for f in manifest.files.values())
             total += size
             per_target: dict[str, int] = {}

@@ -5,7 +5,9 @@ and adds its flags to the compiler command line; ``cpp.simdlen`` only chooses am
 the host offers. A shipped library must hold only what its target guarantees, so while a
 target compiles, Inductor's list of valid ISAs is replaced by exactly the target's one:
 ``cpu-avx512`` gets AVX-512 F/BW/DQ/VL (torch's own AVX512 level: no VNNI, BF16, AMX),
-``cpu-avx2`` AVX2+FMA, ``cpu-baseline`` none (scalar code, SSE2 at most).
+``cpu-avx2`` AVX2+FMA, ``cpu-baseline`` none (scalar code, SSE2 at most). On other
+architectures only ``cpu-baseline`` exists, and it gets no vector ISA either (Inductor would
+pick NEON/SVE/VSX from the build host).
 """
 
 from __future__ import annotations
@@ -44,13 +46,12 @@ def _portable_isa(name: str) -> Any:
 
 @contextlib.contextmanager
 def pinned_vec_isa(target: Target) -> Iterator[None]:
-    """While active, Inductor compiles CPU code for exactly ``target``'s vector ISA."""
-    if target.device != "cpu" or machine() != "x86_64":
-        yield
-        return
+    """While active, Inductor compiles CPU code for exactly ``target``'s vector ISA. A CUDA
+    target's host code gets none: it runs on whatever CPU drives the GPU."""
     from torch._inductor import cpu_vec_isa
 
-    isa = _portable_isa(target.name)
+    name = target.name if target.device == "cpu" else "cpu-baseline"
+    isa = _portable_isa(name) if machine() == "x86_64" else None
     original = cpu_vec_isa.valid_vec_isa_list
     cpu_vec_isa.valid_vec_isa_list = lambda: [isa] if isa is not None else []  # type: ignore[assignment]
     try:

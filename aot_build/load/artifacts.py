@@ -15,9 +15,9 @@ _MANIFESTS: dict[str, Manifest | None] = {}
 _LOCK = threading.Lock()
 
 
-def artifact_dir(top_package: str) -> Path | None:
-    """``<package>/_aot_build`` of an imported top-level package, or None."""
-    mod = sys.modules.get(top_package)
+def artifact_dir(package: str) -> Path | None:
+    """``<package>/_aot_build`` of an imported package (see :func:`names.package_root`), or None."""
+    mod = sys.modules.get(package)
     paths = list(getattr(mod, "__path__", []) or [])
     for p in paths:
         d = Path(p) / ARTIFACT_DIR
@@ -26,14 +26,14 @@ def artifact_dir(top_package: str) -> Path | None:
     return None
 
 
-def manifest_for(top_package: str) -> Manifest | None:
+def manifest_for(package: str) -> Manifest | None:
     """The package's manifest (read once), or None when the package has none (source tree,
     editable install). Raises ManifestError when one exists but cannot be used."""
     with _LOCK:
-        if top_package not in _MANIFESTS:
-            d = artifact_dir(top_package)
-            _MANIFESTS[top_package] = Manifest.read(d / MANIFEST_NAME, lazy=True) if d else None
-        return _MANIFESTS[top_package]
+        if package not in _MANIFESTS:
+            d = artifact_dir(package)
+            _MANIFESTS[package] = Manifest.read(d / MANIFEST_NAME, lazy=True) if d else None
+        return _MANIFESTS[package]
 
 
 def verify(path: Path, sha256: str) -> str | None:
@@ -48,9 +48,10 @@ def verify(path: Path, sha256: str) -> str | None:
 
 
 def open_library(path: Path, device: str) -> Any:
-    """dlopen an AOTInductor library. No compiler, no cache writes."""
+    """dlopen an AOTInductor library for ``device`` (``cpu``, ``cuda:N``). No compiler, no
+    cache writes. A CUDA runner is bound to one device index: ``cuda:1`` inputs need their own."""
     import torch
 
-    if device == "cuda":
-        return torch._C._aoti.AOTIModelContainerRunnerCuda(str(path), 1)  # type: ignore[attr-defined]
+    if device.startswith("cuda"):
+        return torch._C._aoti.AOTIModelContainerRunnerCuda(str(path), 1, device)  # type: ignore[attr-defined]
     return torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1)  # type: ignore[attr-defined]

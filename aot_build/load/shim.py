@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from .. import paths, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..manifest import Artifact, Manifest, Variant
-from ..names import top_package
+from ..names import package_root
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, manifest_for, open_library, verify
 from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, first_problem
@@ -116,7 +117,7 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
         if problem:
             raise Miss("artifact", f"{problem}; reinstall the package", f"artifact {art.file}")
         try:
-            r = open_library(path, art.device)
+            r = open_library(path, str(device))
         except Exception as exc:  # a library the platform refuses
             raise Miss("artifact", f"cannot load {art.file}: {exc}", f"artifact {art.file}") from exc
         _RUNNERS[key] = r
@@ -206,7 +207,8 @@ class _VariantRunner:
         fits = [a for t, a in self.by_device.get(device.type, []) if cap and cuda_target_fits(t, cap)]
         if not fits:
             raise Miss("device", f"no artifact for {device} (capability {cap})")
-        return _runner(self.folder, max(fits, key=lambda a: a.target), self.manifest, device)
+        best = max(fits, key=lambda a: parse_target(a.target).capability or (0, 0))
+        return _runner(self.folder, best, self.manifest, device)
 
     def failure(self, code: int, self_obj: Any, leaves: tuple[Any, ...]) -> Miss:
         """What failed check ``code`` means for this call. Warnings are given once per key:
@@ -260,7 +262,7 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
     if _flag(ENV_DISABLE):
         return fn
     fallback = _Fallback(entry, _flag(ENV_STRICT))
-    top = top_package(fn.__module__)
+    top = package_root(fn.__module__)
 
     def always(reason: str, detail: str) -> Callable[..., Any]:
         miss = Miss(reason, detail)
@@ -296,6 +298,11 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         )
     if manifest.machine != machine():
         return always("host", f"artifacts are for {manifest.machine}, this machine is {machine()}")
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if manifest.python_version != python:  # the trace was of the code as that Python runs it
+        return always(
+            "host", f"artifacts were traced under Python {manifest.python_version}, this is {python}"
+        )
     folder = artifact_dir(top)
     assert folder is not None
     try:

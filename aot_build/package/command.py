@@ -15,8 +15,18 @@ from setuptools.errors import SetupError
 
 from ..constants import ARTIFACT_DIR
 from ..discover import list_modules
-from ..names import top_package
 from ..settings import Settings
+from .elf import ElfError, read_dynamic
+from .platform_tag import PlatformTagError, platform_tag, torch_provided_libs
+
+
+def wheel_platform(libs: list[Path]) -> str:
+    """The manylinux tag ``libs`` need, torch's own libraries counted as provided by the
+    wheel's ``torch`` requirement (so none is bundled)."""
+    try:
+        return platform_tag([read_dynamic(p) for p in libs], torch_provided_libs())
+    except (ElfError, PlatformTagError) as exc:
+        raise SetupError(f"aot-build: cannot tag the wheel: {exc}; no wheel was written") from exc
 
 
 class build_aot(Command):
@@ -25,6 +35,8 @@ class build_aot(Command):
     description = "compile @aot_entry functions ahead of time (aot-build)"
     user_options: ClassVar[list[tuple[str, str | None, str]]] = []
     settings: ClassVar[Settings] = Settings()
+    #: The wheel's platform tag, from the libraries the last run shipped (None: it shipped none).
+    platform_tag: ClassVar[str | None] = None
 
     def initialize_options(self) -> None:
         self.build_lib: str | None = None
@@ -48,7 +60,6 @@ class build_aot(Command):
         build_lib = Path(self.build_lib).resolve()
         modules = self.settings.modules or list_modules(build_lib, packages, self.settings.exclude)
         modules += [m for m in (build_py.py_modules or []) if m not in modules]
-        tops = sorted({top_package(p) for p in packages})
         targets = self.settings.targets
         wheel_cmd = self.distribution.command_obj.get("bdist_wheel")
         override = getattr(wheel_cmd, "aot_build_targets", None)
@@ -75,11 +86,14 @@ class build_aot(Command):
                     "aot-build: compiling @aot_entry functions failed (see the message above); "
                     "no wheel was written"
                 )
-            for top in tops:
-                src = staging / top / ARTIFACT_DIR
-                dest = build_lib / top / ARTIFACT_DIR
-                if dest.exists():
-                    shutil.rmtree(dest)  # stale artifacts of an earlier build
-                if src.is_dir():
-                    shutil.copytree(src, dest)
-                    self.outputs += [str(p) for p in dest.iterdir()]
+            for stale in list(build_lib.rglob(ARTIFACT_DIR)):  # of an earlier build
+                shutil.rmtree(stale)
+            # One _aot_build folder per package root (namespace packages hold none).
+            for src in sorted(staging.rglob(ARTIFACT_DIR)):
+                dest = build_lib / src.relative_to(staging)
+                shutil.copytree(src, dest)
+                self.outputs += [str(p) for p in dest.iterdir()]
+            libs = sorted(build_lib.rglob(f"{ARTIFACT_DIR}/*.so"))
+            type(self).platform_tag = wheel_platform(libs) if libs else None
+            if libs:
+                print(f"aot-build: wheel platform tag {self.platform_tag} (what its libraries need)")

@@ -4,60 +4,22 @@ For a project whose pyproject.toml has ``[tool.aot-build]`` it:
 
 * adds the ``build_aot`` command to ``build`` (after ``build_py``, so it sees the modules as
   they will be installed);
-* marks the distribution as non-pure, so the wheel is platform-tagged;
-* pins ``torch==<the build's torch release>`` in Requires-Dist.
+* marks the distribution as non-pure and tags the wheel with the manylinux platform its
+  libraries need (see :mod:`.platform_tag`);
+* checks that static ``[project].dependencies`` pin the build's torch and a reader of its
+  manifest, or supplies both when ``dependencies`` is dynamic (see :mod:`.requirements`).
 
 Projects without the table are left untouched.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar
 
-from packaging.requirements import Requirement
-
-from .. import __version__
-from ..errors import ConfigError
-from ..settings import load_settings
+from ..settings import load_settings, read_pyproject
 from .command import build_aot
-
-
-def torch_release() -> str:
-    """The torch release installed in the build environment, without local label."""
-    try:
-        return metadata.version("torch").split("+")[0]
-    except metadata.PackageNotFoundError as exc:
-        raise ConfigError(
-            "aot-build: torch is not installed in the build environment; add an exact "
-            '"torch==X.Y.Z" to [build-system].requires in pyproject.toml'
-        ) from exc
-
-
-def pin_torch(requires: list[str], release: str, where: str) -> list[str]:
-    """``requires`` with every unconditional torch requirement replaced by ``torch==release``,
-    and ``aot-build`` (the run-time shim) added unless listed.
-
-    A user range that excludes the build's torch is an error: the wheel could never be
-    installed next to the torch its artifacts need.
-    """
-    out: list[str] = []
-    shim = f"aot-build>={__version__}"
-    for line in requires:
-        req = Requirement(str(line))
-        if req.name.lower() == "torch" and req.marker is None:
-            if req.specifier and not req.specifier.contains(release, prereleases=True):
-                raise ConfigError(
-                    f"{where}: dependency {line!r} excludes torch {release}, the torch this wheel "
-                    f"is built with; pin the same release in [build-system].requires and dependencies"
-                )
-            continue
-        if req.name.lower().replace("_", "-") == "aot-build":
-            shim = ""
-        out.append(str(line))
-    return [*out, *([shim] if shim else []), f"torch=={release}"]
-
+from .requirements import check_static, supply, torch_release
 
 TARGETS_OPTION = "aot-build-targets="
 
@@ -83,6 +45,23 @@ def with_targets_option(cls: type) -> type:
     return WithTargets
 
 
+def with_platform_tag(cls: type) -> type:
+    """``bdist_wheel`` tagging the wheel with the platform ``build_aot`` computed from the
+    libraries it shipped (``linux_x86_64`` stays only for a wheel that ships none)."""
+    if getattr(cls, "aot_build_tagged", False):
+        return cls
+
+    class Tagged(cls):  # type: ignore[valid-type, misc]
+        aot_build_tagged = True
+
+        def get_tag(self) -> tuple[str, str, str]:
+            impl, abi, plat = super().get_tag()
+            return impl, abi, build_aot.platform_tag or plat
+
+    Tagged.__name__ = cls.__name__
+    return Tagged
+
+
 def finalize(dist: Any) -> None:
     """setuptools hook: configure ``dist`` for projects that opt in."""
     project_dir = Path(getattr(dist, "src_root", None) or ".").resolve()
@@ -102,13 +81,18 @@ def finalize(dist: Any) -> None:
     for name in ("bdist_wheel", "sdist", "editable_wheel"):
         dist.cmdclass[name] = with_targets_option(dist.cmdclass.get(name) or dist.get_command_class(name))
     dist.has_ext_modules = lambda: True
+    dist.cmdclass["bdist_wheel"] = with_platform_tag(dist.cmdclass["bdist_wheel"])
     release = torch_release()
-    # pyproject's [project] table is applied after this hook and overwrites install_requires,
-    # so the pin is added when setuptools finalises requirements, after that.
+    project = (read_pyproject(project_dir) or {}).get("project")
+    if isinstance(project, dict) and "dependencies" not in project.get("dynamic", []):
+        check_static(list(project.get("dependencies", [])), release, where)
+        return
+    # Dynamic dependencies (or a setup.py-only project): setuptools fills install_requires
+    # after this hook, so the pins are added when it finalises requirements.
     original = dist._finalize_requires
 
     def finalize_requires() -> None:
-        dist.install_requires = pin_torch(list(dist.install_requires or []), release, where)
+        dist.install_requires = supply(list(dist.install_requires or []), release, where)
         original()
 
     dist._finalize_requires = finalize_requires
