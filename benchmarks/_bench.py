@@ -3,11 +3,19 @@ driver's log lines. Standard library only (workers import it before torch)."""
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -42,3 +50,177 @@ def first_line(err: str) -> str:
         if ":" in ln and not ln.startswith(("File ", "^", "~")):
             return ln[:300]
     return lines[-1][:300] if lines else err[:300]
+
+
+# ---- timing and result checks (workers; ``torch`` is passed in, never imported here)
+
+
+def loop_ns(fn: Callable[[], object], n: int) -> int:
+    """Nanoseconds for ``n`` calls of ``fn``."""
+    pc = time.perf_counter_ns
+    t = pc()
+    for _ in range(n):
+        fn()
+    return pc() - t
+
+
+def calibrate(fn: Callable[[], object], target_ns: float) -> int:
+    """Calls per loop so that one loop lasts about ``target_ns``: the per-call time is the best
+    of 3 loops of at least 5 ms (one slow call must not shrink every later loop)."""
+    n = 1
+    while loop_ns(fn, n) < 5_000_000 and n < 1 << 22:
+        n *= 2
+    per_call = min(loop_ns(fn, n) for _ in range(3)) / n
+    return max(1, round(target_ns / max(per_call, 1.0)))
+
+
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int, loop_ms: float) -> dict[str, Any]:
+    """Per-call µs of each contender: ``rounds`` rounds, each timing one loop of every
+    contender (order rotated each round). Callers warm the contenders up first."""
+    names = list(fns)
+    calls = {k: calibrate(f, loop_ms * 1e6) for k, f in fns.items()}
+    per: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names) :] + names[: r % len(names)]:
+            per[k].append(loop_ns(fns[k], calls[k]) / calls[k] / 1e3)
+    return {
+        "calls_per_loop": calls,
+        "per_call_us": per,
+        "median_us": {k: statistics.median(v) for k, v in per.items()},
+    }
+
+
+def tensor_leaves(torch: Any, out: Any) -> list[Any]:
+    from torch.utils import _pytree as pytree
+
+    return [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+
+
+def same_result(torch: Any, a: Any, b: Any) -> bool:
+    """Every output tensor equal (``torch.allclose``, float tolerance for compiled kernels)."""
+    la, lb = tensor_leaves(torch, a), tensor_leaves(torch, b)
+    if type(a) is not type(b) or len(la) != len(lb) or not la:
+        return False
+    for x, y in zip(la, lb, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if not torch.allclose(x.double(), y.double(), rtol=1e-4, atol=1e-5):
+            return False
+    return True
+
+
+# ---- building benchmark packages (driver side)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compile_side_hash() -> str:
+    """Hash of aot_build's sources that shape artifacts (all but the run-time ``load``)."""
+    h = hashlib.sha256()
+    root = REPO / "aot_build"
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        if rel.parts[0] == "load" or "__pycache__" in rel.parts:
+            continue
+        h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def torch_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def build_package(
+    name: str, files: dict[str, str], targets: list[str], work: Path, salt: str, rebuild: bool
+) -> Path:
+    """Compile package ``name`` (sources ``files``: file name → text) for ``targets`` with the
+    build's own child process (``python -m aot_build.compile job.json``), as the setuptools
+    hook would; cached by hash under ``work/pkgs``. Returns the folder to put on sys.path."""
+    log = logger("build")
+    h = hashlib.sha256(f"{salt}\0{name}\0{' '.join(targets)}\0".encode())
+    for fname in sorted(files):
+        h.update(fname.encode() + b"\0" + files[fname].encode() + b"\0")
+    digest = h.hexdigest()[:16]
+    pkgs = work / "pkgs"
+    site = pkgs / f"{name}-{digest}"
+    done = site / "built.ok"
+    if done.is_file() and not rebuild:
+        return site
+    if pkgs.is_dir():  # older builds of the same package
+        for old in pkgs.glob(f"{name}-*"):
+            if old.is_dir() and old.name.rsplit("-", 1)[0] == name:
+                shutil.rmtree(old)
+    (site / "staging").mkdir(parents=True)
+    (site / name).mkdir()
+    for fname, text in files.items():
+        (site / name / fname).write_text(text, encoding="utf-8")
+    modules = sorted(name if f == "__init__.py" else f"{name}.{f[:-3]}" for f in files if f.endswith(".py"))
+    job = {
+        "build_lib": str(site),
+        "packages": [name],
+        "modules": modules,
+        "targets": targets,
+        "out_dir": str(site / "staging"),
+    }
+    (site / "job.json").write_text(json.dumps(job, indent=1))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"))
+    for k in ("AOT_BUILD_STRICT", "ATEN_CPU_CAPABILITY"):
+        env.pop(k, None)
+    log(f"compiling {name} for {', '.join(targets)} (cached afterwards)")
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "aot_build.compile", str(site / "job.json")],
+        env=env,
+        cwd=site,
+        text=True,
+        capture_output=True,
+    )
+    (site / "build.log").write_text(proc.stdout + "\n--- stderr\n" + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"compiling {name} failed ({proc.returncode}); log: {site / 'build.log'}\n"
+            f"{(proc.stdout + proc.stderr)[-3000:]}"
+        )
+    shutil.copytree(site / "staging" / name / "_aot_build", site / name / "_aot_build")
+    done.write_text(digest)
+    log(f"compiled {name} in {time.perf_counter() - t:.0f} s")
+    return site
+
+
+def cpu_model() -> str:
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def run_meta(*dirty: str) -> dict[str, Any]:
+    """What BENCHMARKS.md records of a run: date, command, machine, versions, commit (and
+    uncommitted changes under ``dirty``), load before."""
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], text=True, capture_output=True, cwd=REPO).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch_version(),
+        "git_head": git("rev-parse", "--short", "HEAD"),
+        "git_dirty_paths": git("status", "--porcelain", "--", *dirty).splitlines(),
+        "loadavg_before": os.getloadavg(),
+    }

@@ -43,13 +43,8 @@ on the machine meanwhile; the load average before and after is printed.
 from __future__ import annotations
 
 import argparse
-import datetime
-import hashlib
 import json
 import os
-import platform
-import shutil
-import statistics
 import subprocess
 import sys
 import textwrap
@@ -59,7 +54,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _bench import emit_result, error_text, first_line, logger, number
+from _bench import (
+    build_package,
+    compile_side_hash,
+    emit_result,
+    error_text,
+    first_line,
+    interleaved,
+    logger,
+    number,
+    run_meta,
+    same_result,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -170,59 +176,6 @@ def packages(stack_weights: tuple[int, ...]) -> dict[str, dict[str, str]]:
 _err = error_text
 
 
-def _loop_ns(fn: Callable[[], object], n: int) -> int:
-    pc = time.perf_counter_ns
-    t = pc()
-    for _ in range(n):
-        fn()
-    return pc() - t
-
-
-def _calibrate(fn: Callable[[], object], loop_ns: float) -> int:
-    """Calls per loop so that one loop lasts about ``loop_ns``: the per-call time is the best
-    of 3 loops of at least 5 ms (one slow call must not shrink every later loop)."""
-    n = 1
-    while _loop_ns(fn, n) < 5_000_000 and n < 1 << 22:
-        n *= 2
-    per_call = min(_loop_ns(fn, n) for _ in range(3)) / n
-    return max(1, round(loop_ns / max(per_call, 1.0)))
-
-
-def _interleaved(fns: dict[str, Callable[[], object]], rounds: int, loop_ms: float) -> dict[str, Any]:
-    """Per-call µs of each contender: ``rounds`` rounds, each timing one loop of every
-    contender (order rotated each round). Callers warm the contenders up first."""
-    names = list(fns)
-    calls = {k: _calibrate(f, loop_ms * 1e6) for k, f in fns.items()}
-    per: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(rounds):
-        for k in names[r % len(names) :] + names[: r % len(names)]:
-            per[k].append(_loop_ns(fns[k], calls[k]) / calls[k] / 1e3)
-    return {
-        "calls_per_loop": calls,
-        "per_call_us": per,
-        "median_us": {k: statistics.median(v) for k, v in per.items()},
-    }
-
-
-def _leaves(torch: Any, out: Any) -> list[Any]:
-    from torch.utils import _pytree as pytree
-
-    return [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
-
-
-def _same(torch: Any, a: Any, b: Any) -> bool:
-    """Every output tensor equal (``torch.allclose``, float tolerance for compiled kernels)."""
-    la, lb = _leaves(torch, a), _leaves(torch, b)
-    if type(a) is not type(b) or len(la) != len(lb) or not la:
-        return False
-    for x, y in zip(la, lb, strict=True):
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if not torch.allclose(x.double(), y.double(), rtol=1e-4, atol=1e-5):
-            return False
-    return True
-
-
 def _import_models(cfg: dict[str, Any]) -> Any:
     """The benchmark package's module, imported with the built package first on sys.path."""
     import importlib
@@ -304,7 +257,7 @@ def _w_overhead(cfg: dict[str, Any]) -> dict[str, Any]:
         bound, v, r, leaves = served.bound, served.variant, served.tensors, served.leaves
         ref = entry.__wrapped__(*args)
         out = entry(*args)
-        if not _same(torch, out, ref):
+        if not same_result(torch, out, ref):
             raise RuntimeError(f"{entry.key}: compiled result differs from entry.__wrapped__")
         runner = v.runner(torch.device("cpu"))
         fast = v.check.fast(None, *leaves)
@@ -312,7 +265,7 @@ def _w_overhead(cfg: dict[str, Any]) -> dict[str, Any]:
             raise RuntimeError(f"check.fast gave {fast!r:.200}, not the tensors the shim ran")
         raw = runner.run(r)
         built = v.build(raw, leaves, r)
-        if not _same(torch, built, out):
+        if not same_result(torch, built, out):
             raise RuntimeError("build(runner.run(tensors)) differs from the entry's result")
         check = v.check.fast
         build = v.build
@@ -326,7 +279,7 @@ def _w_overhead(cfg: dict[str, Any]) -> dict[str, Any]:
         for f in fns.values():
             for _ in range(cfg["warmup"]):
                 f()
-        res.update(_interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
+        res.update(interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
     var = v.variant
     res.update(
         weights=len(var.weights),
@@ -356,7 +309,7 @@ def _w_dispatch(cfg: dict[str, Any]) -> dict[str, Any]:
             args = tuple(sets[index][0])
             served = _served_by(entry, args)
             v = served.variant
-            if not _same(torch, entry(*args), entry.__wrapped__(*args)):
+            if not same_result(torch, entry(*args), entry.__wrapped__(*args)):
                 raise RuntimeError(f"{entry.key}: compiled result differs from entry.__wrapped__")
             if v.variant.input_set != index:
                 raise RuntimeError(f"{entry.key}: input set {index} was served by set {v.variant.input_set}")
@@ -378,7 +331,7 @@ def _w_dispatch(cfg: dict[str, Any]) -> dict[str, Any]:
         for f in fns.values():
             for _ in range(cfg["warmup"]):
                 f()
-        res.update(_interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
+        res.update(interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
     return res
 
 
@@ -403,7 +356,7 @@ def _w_sizes(cfg: dict[str, Any]) -> dict[str, Any]:
         res["static_variant"] = _served_by(static, (x,)).variant.variant.signature()
         ref = eager(x)
         for name, f in (("dynamic", dynamic), ("static", static), ("compile", compiled)):
-            if not _same(torch, f(x), ref):
+            if not same_result(torch, f(x), ref):
                 raise RuntimeError(f"{name} result differs from eager at batch {batch}")
         fns: dict[str, Callable[[], object]] = {
             "eager": lambda: eager(x),
@@ -414,7 +367,7 @@ def _w_sizes(cfg: dict[str, Any]) -> dict[str, Any]:
         for f in fns.values():
             for _ in range(cfg["warmup"]):
                 f()
-        res.update(_interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
+        res.update(interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
     return res
 
 
@@ -442,76 +395,8 @@ def _worker(mode: str, cfg: dict[str, Any]) -> None:
 _log = logger("call_overhead")
 
 
-def _compile_side_hash() -> str:
-    """Hash of aot_build's sources that shape artifacts (all but the run-time ``load``)."""
-    h = hashlib.sha256()
-    root = REPO / "aot_build"
-    for f in sorted(root.rglob("*.py")):
-        rel = f.relative_to(root)
-        if rel.parts[0] == "load" or "__pycache__" in rel.parts:
-            continue
-        h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def _torch_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "?"
-
-
 def build(name: str, files: dict[str, str], work: Path, salt: str, rebuild: bool) -> Path:
-    """Compile package ``name`` (cached by hash) and return the folder to put on sys.path."""
-    h = hashlib.sha256(f"{salt}\0{name}\0".encode())
-    for fname in sorted(files):
-        h.update(fname.encode() + b"\0" + files[fname].encode() + b"\0")
-    digest = h.hexdigest()[:16]
-    pkgs = work / "pkgs"
-    site = pkgs / f"{name}-{digest}"
-    done = site / "built.ok"
-    if done.is_file() and not rebuild:
-        return site
-    if pkgs.is_dir():  # older builds of the same package
-        for old in pkgs.glob(f"{name}-*"):
-            if old.is_dir() and old.name.rsplit("-", 1)[0] == name:
-                shutil.rmtree(old)
-    (site / "staging").mkdir(parents=True)
-    (site / name).mkdir()
-    for fname, text in files.items():
-        (site / name / fname).write_text(text)
-    modules = sorted(name if f == "__init__.py" else f"{name}.{f[:-3]}" for f in files if f.endswith(".py"))
-    job = {
-        "build_lib": str(site),
-        "packages": [name],
-        "modules": modules,
-        "targets": [TARGET],
-        "out_dir": str(site / "staging"),
-    }
-    (site / "job.json").write_text(json.dumps(job, indent=1))
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"))
-    env.pop("AOT_BUILD_STRICT", None)
-    _log(f"compiling {name} (cached afterwards; ~10 s per variant)")
-    t = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "aot_build.compile", str(site / "job.json")],
-        env=env,
-        cwd=site,
-        text=True,
-        capture_output=True,
-    )
-    (site / "build.log").write_text(proc.stdout + "\n--- stderr\n" + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(
-            f"compiling {name} failed ({proc.returncode}); log: {site / 'build.log'}\n"
-            f"{(proc.stdout + proc.stderr)[-3000:]}"
-        )
-    shutil.copytree(site / "staging" / name / "_aot_build", site / name / "_aot_build")
-    done.write_text(digest)
-    _log(f"compiled {name} in {time.perf_counter() - t:.0f} s")
-    return site
+    return build_package(name, files, [TARGET], work, salt, rebuild)
 
 
 def spawn(mode: str, cfg: dict[str, Any], work: Path, timeout: float = 900) -> dict[str, Any]:
@@ -542,35 +427,8 @@ def spawn(mode: str, cfg: dict[str, Any], work: Path, timeout: float = 900) -> d
     return res
 
 
-def _cpu_model() -> str:
-    try:
-        for ln in Path("/proc/cpuinfo").read_text().splitlines():
-            if ln.startswith("model name"):
-                return ln.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
-
-
 def _meta() -> dict[str, Any]:
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], text=True, capture_output=True, cwd=REPO).stdout.strip()
-        except OSError:
-            return ""
-
-    return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": _torch_version(),
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_dirty_paths": git("status", "--porcelain", "--", "aot_build").splitlines(),
-        "loadavg_before": os.getloadavg(),
-    }
+    return run_meta("aot_build")
 
 
 # --------------------------------------------------------------------------------------------
@@ -716,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = _meta()
     _log(f"load average before: {meta['loadavg_before']}")
-    salt = f"v{BUILD_VERSION} {_compile_side_hash()} torch {meta['torch']} {TARGET}"
+    salt = f"v{BUILD_VERSION} {compile_side_hash()} torch {meta['torch']} {TARGET}"
     sites = {n: str(build(n, files, work, salt, args.rebuild)) for n, files in packages(stacks).items()}
     common = {"rounds": rounds, "loop_ms": loop_ms, "warmup": args.warmup, "threads": args.threads}
 
