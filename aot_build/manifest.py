@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -279,6 +280,21 @@ class Entry:
         return f"{self.module}:{self.qualname}"
 
 
+#: What a shipped file may be called: a plain name in the artifact folder, no path, not hidden.
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def _file_name(name: Any, where: str) -> str:
+    """``name`` if it is a plain file name; a manifest naming ``../x.so`` or ``/lib/y.so``
+    would make the shim load a library from outside the package."""
+    if not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
+        raise ManifestError(
+            f"{where}: file name {name!r} is not a plain file name in the artifact folder; "
+            "the manifest is damaged or was tampered with: reinstall the package"
+        )
+    return name
+
+
 @dataclass(repr=False)
 class FileRecord:
     sha256: str
@@ -374,7 +390,10 @@ class Manifest:
                 default_dtype=str(raw.get("default_dtype", "float32")),
                 entries={} if lazy else {str(k): parse_entry(v) for k, v in entries.items()},
                 skipped_targets=[dict(s) for s in raw.get("skipped_targets", [])],
-                files={str(k): FileRecord(str(v["sha256"]), int(v["size"])) for k, v in raw["files"].items()},
+                files={
+                    _file_name(k, where): FileRecord(str(v["sha256"]), int(v["size"]))
+                    for k, v in raw["files"].items()
+                },
                 read_version=version,
                 unparsed={str(k): v for k, v in entries.items()} if lazy else {},
                 where=where,

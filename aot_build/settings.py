@@ -139,8 +139,10 @@ def read_pyproject(project_dir: Path) -> dict[str, Any] | None:
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from exc
 
 
 def load_settings(project_dir: Path, environ: dict[str, str] | None = None) -> Settings | None:

@@ -3,14 +3,18 @@ that every build and install runs once per test session."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers import (
     EXAMPLE_PROJECT,
     REPO_ROOT,
+    SAMPLE_PROJECTS,
     TORCH_PIN,
     BuiltDists,
     CommandFailed,
@@ -23,12 +27,62 @@ from helpers import (
     run,
 )
 
+from aot_build.compile.driver import Job
+from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
+from aot_build.discover import list_modules
+from aot_build.manifest import Manifest
+
 
 @pytest.fixture(scope="session")
 def inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """TORCHINDUCTOR_CACHE_DIR for every build of the session: kept out of the user's cache,
     and shared so that later builds reuse what earlier ones compiled."""
     return tmp_path_factory.mktemp("inductor-cache")
+
+
+# ---------------------------------------------------------------- a compiled package, no wheel
+
+PKG = "shim_pkg"
+#: Cross-built on this one machine; the vector ISA of each is pinned, whatever the host has.
+SHIM_CPU_TARGETS = ("cpu-avx512", "cpu-avx2", "cpu-baseline")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    root: Path  # holds shim_pkg/ with its _aot_build/ folder, as site-packages would
+    log: str
+
+    @property
+    def artifact_dir(self) -> Path:
+        return self.root / PKG / ARTIFACT_DIR
+
+    def manifest(self) -> Manifest:
+        return Manifest.read(self.artifact_dir / MANIFEST_NAME)
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> Compiled:
+    tmp = tmp_path_factory.mktemp("shim-compile")
+    build_lib = tmp / "build_lib"
+    shutil.copytree(SAMPLE_PROJECTS / "shim_pkg", build_lib, ignore=shutil.ignore_patterns("__pycache__"))
+    staging = tmp / "staging"
+    staging.mkdir()
+    job = Job(
+        build_lib=str(build_lib),
+        packages=[PKG],
+        modules=list_modules(build_lib, [PKG], []),
+        targets=list(SHIM_CPU_TARGETS),
+        out_dir=str(staging),
+    )
+    config = tmp / "job.json"
+    config.write_text(json.dumps(vars(job)), encoding="utf-8")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache)}
+    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=300)
+    # the driver writes only into its staging folder
+    assert not (build_lib / PKG / ARTIFACT_DIR).exists()
+    shutil.copytree(staging / PKG / ARTIFACT_DIR, build_lib / PKG / ARTIFACT_DIR)
+    return Compiled(build_lib, proc.stdout + proc.stderr)
+
 
 
 # ---------------------------------------------------------------- end-to-end fixtures

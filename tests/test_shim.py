@@ -17,65 +17,24 @@ import shutil
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import torch
-from helpers import SAMPLE_PROJECTS, run, run_traced
+from conftest import PKG, SHIM_CPU_TARGETS, Compiled
+from helpers import run, run_traced
 
-from aot_build.compile.driver import Job
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
-from aot_build.discover import list_modules
 from aot_build.errors import FallbackError, FallbackWarning, ManifestError
 from aot_build.inspect import inspect_command
 from aot_build.load import artifacts, shim
 from aot_build.manifest import Manifest
 from aot_build.targets import host_cpu_targets, machine
 
-PKG = "shim_pkg"
 KEY = "shim_pkg.ops:affine"
-#: Cross-built on this one machine; the vector ISA of each is pinned, whatever the host has.
-CPU_TARGETS = ("cpu-avx512", "cpu-avx2", "cpu-baseline")
-
-
-@dataclass(frozen=True)
-class Compiled:
-    root: Path  # holds shim_pkg/ with its _aot_build/ folder, as site-packages would
-    log: str
-
-    @property
-    def artifact_dir(self) -> Path:
-        return self.root / PKG / ARTIFACT_DIR
-
-    def manifest(self) -> Manifest:
-        return Manifest.read(self.artifact_dir / MANIFEST_NAME)
-
-
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> Compiled:
-    tmp = tmp_path_factory.mktemp("shim-compile")
-    build_lib = tmp / "build_lib"
-    shutil.copytree(SAMPLE_PROJECTS / "shim_pkg", build_lib, ignore=shutil.ignore_patterns("__pycache__"))
-    staging = tmp / "staging"
-    staging.mkdir()
-    job = Job(
-        build_lib=str(build_lib),
-        packages=[PKG],
-        modules=list_modules(build_lib, [PKG], []),
-        targets=list(CPU_TARGETS),
-        out_dir=str(staging),
-    )
-    config = tmp / "job.json"
-    config.write_text(json.dumps(vars(job)), encoding="utf-8")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache)}
-    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=300)
-    # the driver writes only into its staging folder
-    assert not (build_lib / PKG / ARTIFACT_DIR).exists()
-    shutil.copytree(staging / PKG / ARTIFACT_DIR, build_lib / PKG / ARTIFACT_DIR)
-    return Compiled(build_lib, proc.stdout + proc.stderr)
+CPU_TARGETS = SHIM_CPU_TARGETS
 
 
 def _forget_package() -> None:
@@ -452,8 +411,10 @@ def test_strict_mode_raises_instead(ops: ModuleType, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("value", ["0", "false", "no", ""])
 def test_strict_off_values(ops: ModuleType, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("AOT_BUILD_STRICT", value)
-    _, ran, caught = call(ops, torch.randn(2, 8), 3)
+    x = torch.randn(2, 8)
+    out, ran, caught = call(ops, x, 3)
     assert ran and len(fallback_messages(caught)) == 1
+    assert_same(out, eager(ops, x, 3))
 
 
 @pytest.mark.parametrize("value", ["1", "true", "yes"])
@@ -503,8 +464,83 @@ def test_truncated_artifact_falls_back(patched_copy: Path, load: Callable[[Path]
     so = _loaded_artifact(patched_copy)
     so.write_bytes(so.read_bytes()[:1000])
     ops = load(patched_copy)
-    _, ran, caught = call(ops, X, 3)
+    out, ran, caught = call(ops, X, 3)
     assert ran and "sha256" in fallback_messages(caught)[0]
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_unreadable_artifact_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    """A path that cannot be read as a file (a directory in its place: tests run as root, so
+    permission bits would not stop the read)."""
+    so = _loaded_artifact(patched_copy)
+    so.unlink()
+    so.mkdir()
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert f"artifact {so.name} is not a plain file" in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_artifact_symlink_leading_out_is_refused(
+    patched_copy: Path, tmp_path: Path, load: Callable[[Path], ModuleType]
+) -> None:
+    """A link to an identical library outside the package (the hash would match) is still
+    refused: artifacts are read only from the package's own folder."""
+    so = _loaded_artifact(patched_copy)
+    outside = tmp_path / "elsewhere" / so.name
+    outside.parent.mkdir()
+    shutil.move(so, outside)
+    so.symlink_to(outside)
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert f"artifact {so.name} is not a plain file in" in msg and str(outside) in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_artifact_symlink_inside_the_folder_is_followed(
+    patched_copy: Path, load: Callable[[Path], ModuleType]
+) -> None:
+    so = _loaded_artifact(patched_copy)
+    so.rename(so.with_name("real.so"))
+    so.symlink_to("real.so")
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert not ran and caught == []
+    assert_same(out, eager(ops, X, 3))
+
+
+@pytest.mark.parametrize("name", ["../../evil.so", "/tmp/evil.so", "sub/x.so", ".hidden.so", "", "a" * 200])
+def test_manifest_naming_a_file_outside_the_folder_is_refused(
+    patched_copy: Path, load: Callable[[Path], ModuleType], name: str
+) -> None:
+    """A manifest whose file names are paths (``../../x.so``) never makes the shim open
+    anything: the manifest is refused as a whole, and the entry runs as Python."""
+    so = _loaded_artifact(patched_copy)
+
+    def point_outside(raw: dict[str, Any]) -> None:
+        raw["files"][name] = raw["files"].pop(so.name)
+        for v in raw["entries"][KEY]["variants"]:
+            for a in v["artifacts"]:
+                if a["file"] == so.name:
+                    a["file"] = name
+
+    _edit_manifest(patched_copy, point_outside)
+    opened: list[str] = []
+    original = shim.open_library
+    shim.open_library = lambda path, device: opened.append(str(path)) or original(path, device)  # type: ignore[func-returns-value]
+    try:
+        ops = load(patched_copy)
+        out, ran, caught = call(ops, X, 3)
+    finally:
+        shim.open_library = original
+    assert ran and opened == []
+    (msg,) = fallback_messages(caught)
+    assert f"file name {name!r} is not a plain file name in the artifact folder" in msg
+    assert_same(out, eager(ops, X, 3))
 
 
 def test_missing_artifact_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
@@ -522,6 +558,7 @@ def test_missing_artifact_falls_back(patched_copy: Path, load: Callable[[Path], 
     ("edit", "expected"),
     [
         (lambda r: r.update(torch_version="2.12.0"), "built with torch 2.12.0, this is torch 2.13.0"),
+        (lambda r: r.update(torch_version="2.14.1"), "built with torch 2.14.1, this is torch 2.13.0"),
         (lambda r: r.update(machine="riscv64"), "artifacts are for riscv64"),
         (lambda r: r.update(format_version=99), "format_version 99"),
         (lambda r: r.update(format="other"), "not an aot_build manifest"),
@@ -530,7 +567,8 @@ def test_missing_artifact_falls_back(patched_copy: Path, load: Callable[[Path], 
         (lambda r: r["files"].clear(), "not listed in the manifest"),
     ],
     ids=[
-        "torch-version",
+        "torch-upgraded",
+        "torch-downgraded",
         "machine",
         "newer-format",
         "other-format",
@@ -560,10 +598,22 @@ def test_unusable_manifest_falls_back(
 def test_unreadable_manifest_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
     (patched_copy / PKG / ARTIFACT_DIR / MANIFEST_NAME).write_text("{ not json")
     ops = load(patched_copy)
-    _, ran, caught = call(ops, X, 3)
+    out, ran, caught = call(ops, X, 3)
     assert ran
     (msg,) = fallback_messages(caught)
     assert "cannot read manifest" in msg
+    assert_same(out, eager(ops, X, 3))
+
+
+def test_truncated_manifest_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
+    path = patched_copy / PKG / ARTIFACT_DIR / MANIFEST_NAME
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert "cannot read manifest" in msg
+    assert_same(out, eager(ops, X, 3))
 
 
 def test_no_manifest_is_plain_python(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:

@@ -37,9 +37,13 @@ def manifest_for(package: str) -> Manifest | None:
 
 
 def verify(path: Path, sha256: str) -> str | None:
-    """None when ``path`` exists with the expected hash, else what is wrong."""
+    """None when ``path`` is a file inside its artifact folder with the expected hash, else
+    what is wrong. A symbolic link is followed only while it stays inside the folder."""
     try:
-        data = path.read_bytes()
+        real = path.resolve(strict=True)
+        if real.parent != path.parent.resolve(strict=True) or not real.is_file():
+            return f"artifact {path.name} is not a plain file in {path.parent} (it leads to {real})"
+        data = real.read_bytes()
     except OSError as exc:
         return f"artifact {path.name} is missing or unreadable ({exc.strerror})"
     if hashlib.sha256(data).hexdigest() != sha256:

@@ -626,6 +626,24 @@ class Check:
         return r
 
 
+class RefusingCheck:
+    """Stands in for a check that could not be generated from a (damaged) manifest record:
+    every call fails it, and the failure says why; the entry falls back, never crashes."""
+
+    weights_need_grad = False
+
+    def __init__(self, detail: str) -> None:
+        self.failures = [Failure("manifest", "record", lambda *_: detail)]
+
+    @staticmethod
+    def fast(*_: Any) -> Any:
+        return 0
+
+    @staticmethod
+    def weights_changed(*_: Any) -> Any:
+        return 0
+
+
 class _NeverChecked:
     @staticmethod
     def check(*_: Any) -> bool:

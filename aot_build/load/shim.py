@@ -35,7 +35,7 @@ from ..manifest import Artifact, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, manifest_for, open_library, verify
-from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, first_problem
+from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, RefusingCheck, first_problem
 
 if TYPE_CHECKING:
     from ..decorate import AotEntry
@@ -147,9 +147,12 @@ class _VariantRunner:
         self.cpu_runner: Any = None
 
     @functools.cached_property
-    def check(self) -> Check:
+    def check(self) -> Check | RefusingCheck:
         """Generated on first use: most calls of an entry meet one variant only."""
-        return CheckBuilder(self.variant, "cuda" in self.by_device, self._size_one).build()
+        try:
+            return CheckBuilder(self.variant, "cuda" in self.by_device, self._size_one).build()
+        except Exception as exc:  # a record the generator cannot use: fall back, never crash
+            return RefusingCheck(f"cannot use its manifest record: {type(exc).__name__}: {exc}")
 
     @functools.cached_property
     def build(self) -> Callable[[Any, tuple[Any, ...], tuple[Any, ...]], Any]:
@@ -178,7 +181,15 @@ class _VariantRunner:
                 return f"a[{o.index}]"
             return f"r[{self.n_tensors + o.index}]"
 
-        return trees.compile_builder(self.variant.outputs, leaf, "o, a, r")
+        try:
+            return trees.compile_builder(self.variant.outputs, leaf, "o, a, r")
+        except Exception as exc:  # a record the generator cannot use: fall back, never crash
+            detail = f"cannot use its manifest record: {type(exc).__name__}: {exc}"
+
+            def refuse(*_: Any) -> Any:
+                raise Miss("manifest", detail, "record")
+
+            return refuse
 
     def pick_cpu(self) -> Artifact:
         if self.cpu_pick is None:
@@ -310,7 +321,7 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         for v in record.variants:
             size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.pinned)
         variants = [_VariantRunner(v, folder, manifest, size_one[v.input_set]) for v in record.variants]
-    except (ManifestError, LookupError, ValueError, TypeError, trees.TreeError, SyntaxError) as exc:
+    except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash
         return always("manifest", f"cannot use its manifest record: {type(exc).__name__}: {exc}")
     if not variants:
         return always("manifest", "the manifest lists no compiled variant (every target was skipped)")
