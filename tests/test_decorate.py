@@ -263,3 +263,21 @@ def test_source_tree_strict_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_public_api() -> None:
     assert aot_build.__version__ == "0.2.0"
     assert set(aot_build.__all__) == {"AotEntry", "__version__", "aot_entry"}
+
+
+def test_two_entries_with_one_name_refused() -> None:
+    """A redefinition under the same name would share the manifest key: refused at decoration,
+    naming both places; the same definition again (a module reload) is fine."""
+
+    ns: dict[str, Any] = {"__name__": __name__}  # one module namespace
+
+    def make(line_offset: int) -> Any:
+        src = "\n" * line_offset + "def twin(x):\n    return x\n"
+        exec(compile(src, __file__, "exec"), ns)
+        return ns["twin"]
+
+    first = aot_entry(make(900), example_inputs=(torch.zeros(1),))
+    again = aot_entry(make(900), example_inputs=(torch.zeros(1),))  # same file:line: a reload
+    assert again.key == first.key
+    with pytest.raises(EntryError, match=r"another entry has the same name .*:twin \(.*:901\).*Rename one"):
+        aot_entry(make(950), example_inputs=(torch.zeros(1),))

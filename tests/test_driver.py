@@ -144,7 +144,7 @@ def test_every_failing_entry_is_reported(
     import aot_build.compile.driver as driver
 
     monkeypatch.setattr(
-        driver, "discover_entries", lambda modules, packages: [bad_leaf, bad_callable, not_a_tuple]
+        driver, "discover_entries", lambda modules, packages, root: [bad_leaf, bad_callable, not_a_tuple]
     )
     compiler = _Compiler(_job(tmp_path, build_lib=str(Path(__file__).parent), targets=["cpu-baseline"]))
     with pytest.raises(CompileError) as info:

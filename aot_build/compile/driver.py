@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import shutil
 import sys
 import time
 import traceback
@@ -103,6 +105,56 @@ def _live_storages() -> set[int]:
     return found
 
 
+def check_toolchain(strip: bool) -> None:
+    """Fail before any export when the C++ compiler AOTInductor uses is missing (every entry
+    would fail the same way, minutes later); note a missing ``strip``."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except Exception as exc:
+        raise CompileError(
+            f"no working C++ compiler on the build machine ({type(exc).__name__}: {exc}). "
+            "AOTInductor compiles every artifact with one (the wheel's users need none).\n  install "
+            "g++ (apt-get install g++, dnf install gcc-c++) or point CXX at a compiler"
+        ) from exc
+    if strip and not shutil.which("strip"):
+        say(
+            "note: strip = true, but there is no 'strip' on PATH (binutils): the libraries ship "
+            "with their symbol tables, about 5x larger. Install binutils, or set strip = false"
+        )
+
+
+def mutated_inputs(traced: Traced, iset: InputSet) -> list[str]:
+    """Arguments and weights the exported program writes to (by their names in messages)."""
+    from torch.export.graph_signature import InputKind, TensorArgument
+
+    mutable = any(
+        n.op == "call_function"
+        and isinstance(n.target, torch._ops.OpOverload)
+        and n.target._schema.is_mutable
+        for n in traced.ep.graph.nodes
+    )
+    if not mutable:  # the common case: no in-place op at all, nothing to functionalize
+        return []
+    # export's IR keeps in-place ops; functionalizing (what AOTInductor does next) says
+    # which inputs they write to, through views too.
+    sig = traced.ep.run_decompositions({}).graph_signature
+    targets = set(sig.user_inputs_to_mutate.values()) | set(sig.buffers_to_mutate.values())
+    tensors = [
+        spec.arg.name
+        for spec in sig.input_specs
+        if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)
+    ]
+    labels = iset.tensor_labels() + [f"weight {p[0].label()}" for p in traced.lifted.paths]
+    out = [
+        label if label.startswith("weight ") else f"argument {label}"
+        for name, label in zip(tensors, labels, strict=False)
+        if name in targets
+    ]
+    return out or sorted(f"state {n}" for n in targets - set(tensors))
+
+
 class _Compiler:
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -162,6 +214,15 @@ class _Compiler:
                 "flow, no unsupported calls), or fix example_inputs / dynamic_shapes as the "
                 "message above suggests",
             ) from exc
+        mutated = mutated_inputs(traced, iset)
+        if mutated:
+            raise CompileError(
+                f"{where}: mutates {', '.join(mutated)} in place; entries must treat their "
+                "arguments and the package's tensors as read-only (the per-call checks, cached "
+                "weight metadata and returned objects assume it).\n  compute out of place "
+                "(y = x + 1 instead of x.add_(1)), or clone first (x = x.clone()) and return "
+                "what changed"
+            )
         consts = aoti.constant_tensors(traced.ep)
         outside = [k for k, t in consts.items() if t.numel() and t.data_ptr() in live]
         if outside:
@@ -265,7 +326,9 @@ class _Compiler:
         try:
             sets = input_sets(entry, where)
         except AotBuildError as exc:
-            raise CompileError(str(exc) if str(exc).startswith(where) else f"{where}: {exc}") from exc
+            text = str(exc).replace(f"{self.build_lib}{os.sep}", "")
+            named = text.startswith((where, entry.key))  # already names the entry
+            raise CompileError(text if named else f"{where}: {text}") from exc
         top = package_root(entry.__wrapped__.__module__)
         if not hasattr(sys.modules.get(top), "__path__"):
             raise CompileError(
@@ -301,11 +364,13 @@ class _Compiler:
     def run(self) -> int:
         staging = Path(self.job.out_dir)
         sys.path.insert(0, str(self.build_lib))
-        entries = discover_entries(self.job.modules, self.job.packages)
+        entries = discover_entries(self.job.modules, self.job.packages, self.build_lib)
         if not entries:
             say(f"no @aot_entry functions found in {len(self.job.modules)} modules; the wheel ships none")
             return 0
         targets = self.usable_targets()
+        if targets:
+            check_toolchain(self.job.strip)
         say(f"compiling {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
         t0 = time.perf_counter()
         failed: list[str] = []

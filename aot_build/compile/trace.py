@@ -104,7 +104,9 @@ def split_outputs(
                 raise CompileError(
                     f"{where}: output leaf {i} is {exc}; an entry may return tensors and plain "
                     "values (int, float, bool, str, None), in tuples, lists, dicts, NamedTuples, "
-                    "dataclasses and pytree-registered types"
+                    "dataclasses and pytree-registered types.\n  return the object's tensors instead, "
+                    "or make its class a dataclass (or register it with "
+                    "torch.utils._pytree.register_pytree_node)"
                 ) from exc
     return keep, Outputs(tree, kinds)
 

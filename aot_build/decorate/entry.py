@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import threading
 import types
@@ -88,6 +89,20 @@ class AotEntry:
         # Set on first call by the shim: a bound artifact set, or the plain function.
         self._call: Callable[..., Any] | None = None
         with _REGISTRY_LOCK:
+            old = _REGISTRY.get(self.key)
+            # Two definitions in one module's namespace would share the name under which the
+            # manifest stores artifacts (one would serve the other's calls). The same line
+            # again is a reload; another namespace is the module imported afresh.
+            if (
+                old is not None
+                and old.__wrapped__.__globals__ is fn.__globals__
+                and old.__wrapped__.__code__.co_firstlineno != fn.__code__.co_firstlineno
+            ):
+                raise EntryError(
+                    f"@aot_entry on {where}: another entry has the same name {self.key} "
+                    f"({old.source}); entries are named module:qualname in the wheel's manifest. "
+                    "Rename one of them"
+                )
             _REGISTRY[self.key] = self
 
     @property
@@ -241,10 +256,21 @@ def registered_entries(prefix: str = "") -> list[AotEntry]:
 
 
 def _describe(fn: Any) -> str:
-    name = getattr(fn, "__qualname__", repr(fn))
+    """``module:qualname (file:line)`` of what is being decorated; for an object without
+    source (a builtin, a partial) the line that decorates it."""
+    name = getattr(fn, "__qualname__", None) or repr(fn)
     module = getattr(fn, "__module__", "?")
     try:
         line = inspect.getsourcelines(fn)[1]
         return f"{module}:{name} ({inspect.getsourcefile(fn)}:{line})"
     except (OSError, TypeError):
-        return f"{module}:{name}"
+        return f"{module}:{name} (decorated at {_call_site()})"
+
+
+def _call_site() -> str:
+    """``file:line`` of the innermost frame outside aot_build: where @aot_entry was applied."""
+    here = os.path.dirname(os.path.dirname(__file__))
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
