@@ -390,21 +390,6 @@ def test_omp_tag_equals_auditwheel_when_libgomp_is_provided(tmp_path: Path, buil
     assert platform_tag([deps], provided={"libgomp.so.1"}) == _floor(info.sym_policy.name)
 
 
-def test_sample_wheel_libraries_if_present(tmp_path: Path) -> None:
-    """The benchmarks' example wheel, when built: libraries from AOTInductor proper."""
-    wheels = sorted(Path(__file__).parents[1].glob("benchmarks/.work/wheels/example_pkg/*.whl"))
-    if not wheels:
-        pytest.skip("benchmarks/.work has no example wheel")
-    with zipfile.ZipFile(wheels[-1]) as zf:
-        zf.extractall(tmp_path)
-    libs = [read_dynamic(p) for p in sorted(tmp_path.rglob("*.so"))]
-    assert libs
-    with pytest.raises(PlatformTagError, match=r"needs libtorch_cpu\.so"):
-        platform_tag(libs)
-    tag = platform_tag(libs, provided={"libtorch_cpu.so", "libc10.so", "libgomp.so.1", "libtorch.so"})
-    assert re.fullmatch(r"manylinux_2_\d+_" + re.escape(libs[0].machine), tag)
-
-
 # --- Policy table vs auditwheel's JSON -------------------------------------------------------
 
 
