@@ -595,19 +595,19 @@ def test_unusable_manifest_falls_back(
     assert again == []
 
 
-def test_unreadable_manifest_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
-    (patched_copy / PKG / ARTIFACT_DIR / MANIFEST_NAME).write_text("{ not json")
-    ops = load(patched_copy)
-    out, ran, caught = call(ops, X, 3)
-    assert ran
-    (msg,) = fallback_messages(caught)
-    assert "cannot read manifest" in msg
-    assert_same(out, eager(ops, X, 3))
-
-
-def test_truncated_manifest_falls_back(patched_copy: Path, load: Callable[[Path], ModuleType]) -> None:
-    path = patched_copy / PKG / ARTIFACT_DIR / MANIFEST_NAME
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_text("{ not json"),
+        lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
+        lambda path: path.write_bytes(b"\xff\xfe" + path.read_bytes()),
+    ],
+    ids=["invalid-json", "truncated", "not-utf8"],
+)
+def test_unreadable_manifest_falls_back(
+    patched_copy: Path, load: Callable[[Path], ModuleType], damage: Callable[[Path], Any]
+) -> None:
+    damage(patched_copy / PKG / ARTIFACT_DIR / MANIFEST_NAME)
     ops = load(patched_copy)
     out, ran, caught = call(ops, X, 3)
     assert ran
