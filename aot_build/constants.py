@@ -27,6 +27,8 @@ ENV_STRICT = "AOT_BUILD_STRICT"
 ENV_DISABLE = "AOT_BUILD_DISABLE"
 #: Environment variable read at build time; overrides ``targets`` from pyproject.toml.
 ENV_TARGETS = "AOT_BUILD_TARGETS"
+#: Environment variable read at build time; overrides ``cache-dir`` from pyproject.toml.
+ENV_CACHE_DIR = "AOT_BUILD_CACHE_DIR"
 
 #: Name of the compile rule that exports with torch.export and compiles with AOTInductor.
 RULE_AOTI = "aoti"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .constants import ENV_TARGETS, TOOL_TABLE
+from .constants import ENV_CACHE_DIR, ENV_TARGETS, TOOL_TABLE
 from .errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -64,6 +64,24 @@ class Settings:
             "smaller. Needs binutils' strip on the build machine; skipped with a note if absent."
         ),
     )
+    cache: bool = field(
+        default=True,
+        metadata=_doc(
+            "Reuse compiled libraries from the build cache when nothing that shapes them changed "
+            "(the exported program, target, options, torch, aot-build, C++ compiler)."
+        ),
+    )
+    cache_dir: str = field(
+        default="",
+        metadata=_doc(
+            f"Build cache folder. Empty: ${ENV_CACHE_DIR}, else $XDG_CACHE_HOME/aot-build, else "
+            "~/.cache/aot-build. Relative paths are relative to pyproject.toml's folder."
+        ),
+    )
+    cache_max_size: str = field(
+        default="5GB",
+        metadata=_doc("Size beyond which least-recently-used cache entries are removed: '500MB', '5GB'."),
+    )
     inductor_options: dict[str, Any] = field(
         default_factory=dict,
         metadata=_doc(
@@ -78,7 +96,35 @@ def _toml_key(name: str) -> str:
 
 
 _FIELDS = {_toml_key(f.name): f for f in dataclasses.fields(Settings)}
-_JSON_TYPES = {"bool": "boolean", "list[str]": "array", "dict[str, Any]": "object"}
+_JSON_TYPES = {"bool": "boolean", "str": "string", "list[str]": "array", "dict[str, Any]": "object"}
+_SIZE_UNITS = {
+    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30
+}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes in ``"500MB"``, ``"5 GB"``, ``"2GiB"`` or ``"1000"``; None when not a size."""
+    t = text.strip().upper().replace(" ", "")
+    unit = next((u for u in sorted(_SIZE_UNITS, key=len, reverse=True) if t.endswith(u)), "B")
+    number = t[: len(t) - len(unit)] if t.endswith(unit) else t
+    try:
+        value = float(number)
+    except ValueError:
+        return None
+    return int(value * _SIZE_UNITS[unit]) if value >= 0 else None
+
+
+def cache_dir(settings: Settings, project_dir: Path, environ: dict[str, str] | None = None) -> Path | None:
+    """The build cache folder for ``settings`` (None: the cache is off)."""
+    if not settings.cache:
+        return None
+    env = os.environ if environ is None else environ
+    if env.get(ENV_CACHE_DIR):
+        return Path(env[ENV_CACHE_DIR]).expanduser()
+    if settings.cache_dir:
+        return (project_dir / Path(settings.cache_dir).expanduser()).resolve()
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "aot-build"
 
 
 def json_schema() -> dict[str, Any]:
@@ -104,6 +150,7 @@ def _check_type(where: str, key: str, value: Any, f: dataclasses.Field[Any]) -> 
     kind = str(f.type)
     ok = {
         "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
         "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
         "dict[str, Any]": isinstance(value, dict),
     }[kind]
@@ -127,6 +174,10 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
                 f"Valid keys: {', '.join(sorted(_FIELDS))}."
             )
         _check_type(where, key, value, f)
+        if f.name == "cache_max_size" and parse_size(value) is None:
+            raise ConfigError(
+                f"{where}: [tool.{TOOL_TABLE}] cache-max-size {value!r} is not a size; write e.g. \"5GB\""
+            )
         kwargs[f.name] = value
     return Settings(**kwargs)
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,20 @@ from aot_build.compile.driver import Job
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.manifest import Manifest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """aot-build's build cache for every build of the session: never the user's
+    ~/.cache/aot-build (builds inherit the variable)."""
+    path = tmp_path_factory.mktemp("aot-build-cache")
+    old = os.environ.get("AOT_BUILD_CACHE_DIR")
+    os.environ["AOT_BUILD_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("AOT_BUILD_CACHE_DIR", None)
+    else:
+        os.environ["AOT_BUILD_CACHE_DIR"] = old
 
 
 @pytest.fixture(scope="session")

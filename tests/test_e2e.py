@@ -263,7 +263,10 @@ def test_cli_in_the_installed_environment(
     env = isolated_env(fresh_venv)
     schema = run([fresh_venv.bin / "aot-build", "schema"], cwd=tmp_path, env=env)
     props = json.loads(schema.stdout)["properties"]
-    assert set(props) == {"targets", "optional-targets", "modules", "exclude", "strip", "inductor-options"}
+    assert set(props) == {
+        "targets", "optional-targets", "modules", "exclude", "strip", "cache", "cache-dir", "cache-max-size",
+        "inductor-options",
+    }
     installed = run(
         [fresh_venv.python, "-m", "aot_build", "inspect", "example_pkg", "--json"], cwd=tmp_path, env=env
     )

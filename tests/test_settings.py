@@ -68,7 +68,9 @@ def test_unknown_key_did_you_mean(key: str, suggestion: str) -> None:
     msg = str(info.value)
     assert msg.startswith("proj/pyproject.toml: unknown key")
     assert f"Did you mean {suggestion!r}?" in msg
-    assert "Valid keys: exclude, inductor-options, modules, optional-targets, strip, targets." in msg
+    keys = "cache, cache-dir, cache-max-size, exclude, inductor-options, modules, optional-targets, strip, "
+    keys += "targets"
+    assert f"Valid keys: {keys}." in msg
 
 
 def test_unknown_key_without_close_match_lists_valid_keys() -> None:
@@ -161,13 +163,19 @@ def test_json_schema_documents_every_field() -> None:
     defaults = Settings()
     for key, prop in props.items():
         assert isinstance(prop["description"], str) and len(prop["description"]) > 20, key
-        assert prop["type"] in {"array", "boolean", "object"}, key
+        assert prop["type"] in {"array", "boolean", "object", "string"}, key
         assert prop["default"] == getattr(defaults, fields[key].name), key
         if prop["type"] == "array":
             assert prop["items"] == {"type": "string"}
     assert "AOT_BUILD_TARGETS" in props["targets"]["description"]
     assert props["strip"]["type"] == "boolean"
     assert props["inductor-options"]["type"] == "object"
+    assert props["cache-max-size"]["type"] == "string" and props["cache"]["default"] is True
+
+
+def test_cache_max_size_must_be_a_size() -> None:
+    with pytest.raises(ConfigError, match=r"cache-max-size 'lots' is not a size; write e.g. \"5GB\""):
+        settings_from_table({"cache-max-size": "lots"}, "p/pyproject.toml")
 
 
 def test_schema_accepts_what_the_reader_accepts() -> None:

@@ -32,6 +32,7 @@ from ..manifest import Artifact, Entry, FileRecord, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
 from . import aoti
+from .cache import BuildCache
 from .guards import plan, summary
 from .inputs import InputSet, input_sets, pinned_copies
 from .shapes import Shapes, input_leaves, read_shapes
@@ -52,6 +53,8 @@ class Job:
         inductor_options: extra Inductor config.
         strip: strip shipped libraries.
         out_dir: staging folder; receives ``<package root path>/_aot_build/...``.
+        cache_dir: build cache folder ("" : no cache), see :mod:`.cache`.
+        cache_max_bytes: the cache's size limit.
     """
 
     build_lib: str
@@ -62,6 +65,8 @@ class Job:
     inductor_options: dict[str, Any] = field(default_factory=dict)
     strip: bool = True
     out_dir: str = ""
+    cache_dir: str = ""
+    cache_max_bytes: int = 5 * 10**9
 
 
 def say(msg: str) -> None:
@@ -167,6 +172,8 @@ class _Compiler:
                 raise CompileError(f"[tool.aot-build] targets: {exc}") from exc
         self.manifests: dict[str, Manifest] = {}
         self.skipped: list[dict[str, str]] = []
+        self.cache = BuildCache(Path(job.cache_dir) if job.cache_dir else None, job.cache_max_bytes)
+        self.hits = self.misses = 0
 
     def manifest(self, top: str) -> Manifest:
         if top not in self.manifests:
@@ -263,6 +270,17 @@ class _Compiler:
         traced.embedded = embedded
         return traced
 
+    def cache_key(self, ep: torch.export.ExportedProgram, target: Target, where: str) -> str | None:
+        """The build-cache key, or None (cache off, or a program torch.export cannot save:
+        then it is compiled, with a note)."""
+        if self.cache.root is None:
+            return None
+        try:
+            return self.cache.key(ep, target, self.job.inductor_options, self.job.strip)
+        except Exception as exc:
+            say(f"note: {where}: not cached ({type(exc).__name__} while serializing the program: {exc})")
+            return None
+
     def variant(
         self,
         entry: AotEntry,
@@ -280,8 +298,17 @@ class _Compiler:
                 exported[target.device] = self.export(entry, iset, target.device, here)
             ep = exported[target.device].ep
             t0 = time.perf_counter()
+            key = self.cache_key(ep, target, here)
+            built = self.cache.get(key, out_dir) if key else None
+            hit = built is not None
+            self.hits += hit
             try:
-                built = aoti.compile_library(ep, target, self.job.inductor_options, out_dir, self.job.strip)
+                if built is None:
+                    opts = self.job.inductor_options
+                    built = aoti.compile_library(ep, target, opts, out_dir, self.job.strip)
+                    self.misses += 1
+                    if key:
+                        self.cache.put(key, built)
             except Exception as exc:
                 raise _fail(
                     here,
@@ -295,7 +322,7 @@ class _Compiler:
             manifest.files[built.path.name] = FileRecord(built.sha256, built.size)
             artifacts.append(Artifact(target.name, target.device, RULE_AOTI, built.path.name, built.isa))
             say(
-                f"{entry.key} [{target.name}] compiled in {dt:.1f} s, "
+                f"{entry.key} [{target.name}] {'from the build cache' if hit else 'compiled'} in {dt:.1f} s, "
                 f"{built.size / 1e6:.2f} MB{'' if new else ' (identical to another, stored once)'}"
                 f", ISA {built.isa or '-'}"
             )
@@ -404,7 +431,15 @@ class _Compiler:
                 f"package {top}: {len(manifest.entries)} entries, {len(manifest.files)} files, "
                 f"{size / 1e6:.2f} MB ({detail})"
             )
-        say(f"done in {time.perf_counter() - t0:.1f} s; artifacts add {total / 1e6:.2f} MB to the wheel")
+        cached = (
+            f"; build cache {self.cache.root}: {self.hits} hit(s), {self.misses} compiled"
+            if self.cache.root is not None
+            else "; build cache off"
+        )
+        say(
+            f"done in {time.perf_counter() - t0:.1f} s; artifacts add {total / 1e6:.2f} MB to the wheel"
+            + cached
+        )
         return 0
 
 

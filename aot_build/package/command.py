@@ -15,7 +15,7 @@ from setuptools.errors import SetupError
 
 from ..constants import ARTIFACT_DIR
 from ..discover import list_modules
-from ..settings import Settings
+from ..settings import Settings, cache_dir, parse_size
 from .elf import ElfError, read_dynamic
 from .platform_tag import PlatformTagError, platform_tag, torch_provided_libs
 
@@ -35,6 +35,8 @@ class build_aot(Command):
     description = "compile @aot_entry functions ahead of time (aot-build)"
     user_options: ClassVar[list[tuple[str, str | None, str]]] = []
     settings: ClassVar[Settings] = Settings()
+    #: The folder of the project's pyproject.toml (relative cache-dir is resolved from it).
+    project_dir: ClassVar[Path] = Path()
     #: The wheel's platform tag, from the libraries the last run shipped (None: it shipped none).
     platform_tag: ClassVar[str | None] = None
 
@@ -65,6 +67,7 @@ class build_aot(Command):
         override = getattr(wheel_cmd, "aot_build_targets", None)
         if override:  # -C--build-option=--aot-build-targets=...: highest precedence
             targets = [t.strip() for t in override.split(",") if t.strip()]
+        cache = cache_dir(self.settings, self.project_dir)
         with tempfile.TemporaryDirectory(prefix="aot-build-") as tmp:
             staging = Path(tmp) / "out"
             staging.mkdir()
@@ -77,6 +80,8 @@ class build_aot(Command):
                 "inductor_options": self.settings.inductor_options,
                 "strip": self.settings.strip,
                 "out_dir": str(staging),
+                "cache_dir": str(cache or ""),
+                "cache_max_bytes": parse_size(self.settings.cache_max_size) or 0,
             }
             config = Path(tmp) / "job.json"
             config.write_text(json.dumps(job))

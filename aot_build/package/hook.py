@@ -71,6 +71,7 @@ def finalize(dist: Any) -> None:
     where = str(project_dir / "pyproject.toml")
     dist.cmdclass["build_aot"] = build_aot
     build_aot.settings = settings
+    build_aot.project_dir = project_dir
     build_cls = dist.cmdclass.get("build") or dist.get_command_class("build")
     if not any(name == "build_aot" for name, _ in build_cls.sub_commands):
 

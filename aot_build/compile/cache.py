@@ -1,0 +1,167 @@
+"""A content-addressed cache of compiled libraries, so a build does not compile again what
+did not change.
+
+Key: everything that can change a library — the exported program's serialized bytes (graph,
+signature, embedded constants; its example inputs left out, they are often random), the target
+and its Inductor options, the user's ``inductor-options``, ``strip``, the rule, torch's version,
+aot_build's version and the hash of its compile-side sources, and the C++ compiler's identity
+(path and ``--version``). Value: the stripped library and its ISA label.
+
+Entries are folders ``<root>/<key[:2]>/<key>/`` holding ``lib.so`` and ``meta.json``; they are
+written to a temporary folder and renamed into place (two builds at once never see half an
+entry), checked against their sha256 on every read (a damaged entry is removed and rebuilt,
+never shipped), and evicted least-recently-used beyond ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import __version__
+from ..constants import RULE_AOTI
+from ..targets import Target, compile_options
+from .aoti import Built
+
+#: Bumped when the layout of an entry or the meaning of the key changes.
+CACHE_FORMAT = 1
+
+
+@functools.cache
+def _compile_side_sources() -> str:
+    """Hash of aot_build's own build-side code: a development build of aot-build whose
+    version did not change must not reuse libraries an older build of it made."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        if rel.parts[0] != "load" and "__pycache__" not in rel.parts:
+            h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@functools.cache
+def compiler_identity() -> str:
+    """The C++ compiler Inductor uses and its ``--version`` banner."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    cxx = get_cpp_compiler()
+    try:
+        banner = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        banner = f"unknown ({exc})"
+    return f"{shutil.which(cxx) or cxx}\n{banner.strip()}"
+
+
+def program_bytes(ep: torch.export.ExportedProgram) -> bytes:
+    """The exported program as ``torch.export.save`` writes it, without its example inputs."""
+    saved = ep._example_inputs
+    try:
+        ep._example_inputs = None
+        buf = io.BytesIO()
+        torch.export.save(ep, buf)
+        return buf.getvalue()
+    finally:
+        ep._example_inputs = saved
+
+
+@dataclass
+class BuildCache:
+    """The cache of one build. ``root`` None: disabled."""
+
+    root: Path | None
+    max_bytes: int = 5 * 10**9
+
+    def key(
+        self, ep: torch.export.ExportedProgram, target: Target, options: dict[str, Any], strip: bool
+    ) -> str:
+        """The cache key of compiling ``ep`` for ``target`` (see the module docstring)."""
+        h = hashlib.sha256()
+        parts = {
+            "format": CACHE_FORMAT,
+            "rule": RULE_AOTI,
+            "target": target.name,
+            "target_options": compile_options(target),
+            "inductor_options": options,
+            "strip": strip,
+            "torch": torch.__version__,
+            "aot_build": __version__,
+            "aot_build_sources": _compile_side_sources(),
+            "compiler": compiler_identity(),
+        }
+        h.update(json.dumps(parts, sort_keys=True, default=repr).encode())
+        h.update(program_bytes(ep))
+        return h.hexdigest()
+
+    def _entry(self, key: str) -> Path:
+        assert self.root is not None
+        return self.root / key[:2] / key
+
+    def get(self, key: str, workdir: Path) -> Built | None:
+        """The cached library for ``key``, copied into ``workdir``; None on a miss. A damaged
+        entry is removed (and so rebuilt by the caller)."""
+        if self.root is None:
+            return None
+        entry = self._entry(key)
+        try:
+            meta = json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+            data = (entry / "lib.so").read_bytes()
+        except (OSError, ValueError):
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        if not isinstance(meta, dict) or digest != meta.get("sha256"):
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        os.utime(entry)  # last use, for eviction
+        final = workdir / f"{digest[:24]}.so"
+        final.write_bytes(data)
+        return Built(path=final, sha256=digest, size=len(data), isa=str(meta.get("isa", "")))
+
+    def put(self, key: str, built: Built) -> None:
+        """Store ``built`` under ``key`` (atomically), then evict beyond ``max_bytes``."""
+        if self.root is None:
+            return
+        entry = self._entry(key)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+        try:
+            shutil.copyfile(built.path, tmp / "lib.so")
+            meta = {"sha256": built.sha256, "size": built.size, "isa": built.isa}
+            (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+            try:
+                os.rename(tmp, entry)
+            except OSError:  # another build stored it first: theirs is as good
+                pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.evict()
+
+    def evict(self) -> None:
+        """Remove least-recently-used entries until the cache holds at most ``max_bytes``."""
+        if self.root is None or not self.root.is_dir():
+            return
+        entries = []
+        for meta in self.root.glob("??/*/meta.json"):
+            entry = meta.parent
+            try:
+                size = sum(f.stat().st_size for f in entry.iterdir())
+                entries.append((entry.stat().st_mtime, size, entry))
+            except OSError:
+                continue
+        total = sum(size for _, size, _ in entries)
+        for _, size, entry in sorted(entries, key=lambda e: e[0]):
+            if total <= self.max_bytes:
+                break
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size
