@@ -143,7 +143,7 @@ def render(info: dict[str, Any]) -> str:
                 level = a["needs"]["march"] if a["needs"] else a["isa"]
                 size = f"{a['size'] / 1e6:.2f} MB" if a["size"] is not None else "missing"
                 lines.append(
-                    f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<12} {level:<10} "
+                    f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<22} {level:<10} "
                     f"{a['file']}{mark}"
                 )
             if e["this_host_loads"] is None:
