@@ -115,15 +115,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def compile_side_hash() -> str:
-    """Hash of aot_build's sources that shape artifacts (all but the run-time ``load``)."""
-    h = hashlib.sha256()
-    root = REPO / "aot_build"
-    for f in sorted(root.rglob("*.py")):
-        rel = f.relative_to(root)
-        if rel.parts[0] == "load" or "__pycache__" in rel.parts:
-            continue
-        h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
+    """Hash of aot_build's sources that shape artifacts: the build cache's own fingerprint."""
+    from aot_build.compile.sources import build_side_hash
+
+    return build_side_hash()
 
 
 def torch_version() -> str:

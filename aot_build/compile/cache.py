@@ -33,22 +33,10 @@ from .. import __version__
 from ..constants import RULE_AOTI
 from ..targets import Target, compile_options
 from .aoti import Built
+from .sources import build_side_hash
 
 #: Bumped when the layout of an entry or the meaning of the key changes.
 CACHE_FORMAT = 1
-
-
-@functools.cache
-def _compile_side_sources() -> str:
-    """Hash of aot_build's own build-side code: a development build of aot-build whose
-    version did not change must not reuse libraries an older build of it made."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        rel = f.relative_to(root)
-        if rel.parts[0] != "load" and "__pycache__" not in rel.parts:
-            h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 @functools.cache
@@ -97,7 +85,7 @@ class BuildCache:
             "strip": strip,
             "torch": torch.__version__,
             "aot_build": __version__,
-            "aot_build_sources": _compile_side_sources(),
+            "aot_build_sources": build_side_hash(),
             "compiler": compiler_identity(),
         }
         h.update(json.dumps(parts, sort_keys=True, default=repr).encode())

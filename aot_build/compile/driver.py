@@ -110,6 +110,11 @@ def _live_storages() -> set[int]:
     return found
 
 
+def _artifact_folder(staging: Path, package: str) -> Path:
+    """``<staging>/<package path>/_aot_build``: where a package root's artifacts are written."""
+    return staging.joinpath(*package.split(".")) / ARTIFACT_DIR
+
+
 def check_toolchain(strip: bool) -> None:
     """Fail before any export when the C++ compiler AOTInductor uses is missing (every entry
     would fail the same way, minutes later); note a missing ``strip``."""
@@ -151,12 +156,9 @@ def mutated_inputs(traced: Traced, iset: InputSet) -> list[str]:
         for spec in sig.input_specs
         if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)
     ]
-    labels = iset.tensor_labels() + [f"weight {p[0].label()}" for p in traced.lifted.paths]
-    out = [
-        label if label.startswith("weight ") else f"argument {label}"
-        for name, label in zip(tensors, labels, strict=False)
-        if name in targets
-    ]
+    labels = [f"argument {lb}" for lb in iset.tensor_labels()]
+    labels += [f"weight {p[0].label()}" for p in traced.lifted.paths]
+    out = [label for name, label in zip(tensors, labels, strict=False) if name in targets]
     return out or sorted(f"state {n}" for n in targets - set(tensors))
 
 
@@ -364,7 +366,7 @@ class _Compiler:
                 "package (a folder with __init__.py)"
             )
         manifest = self.manifest(top)
-        out_dir = staging / top.replace(".", "/") / ARTIFACT_DIR
+        out_dir = _artifact_folder(staging, top)
         out_dir.mkdir(parents=True, exist_ok=True)
         if not targets:  # every target was optional and skipped: the manifest says why
             return
@@ -414,7 +416,7 @@ class _Compiler:
             )
         total = 0
         for top, manifest in self.manifests.items():
-            manifest.write(staging / top.replace(".", "/") / ARTIFACT_DIR / MANIFEST_NAME)
+            manifest.write(_artifact_folder(staging, top) / MANIFEST_NAME)
             size = sum(f.size for f in manifest.files.values())
             total += size
             per_target: dict[str, int] = {}

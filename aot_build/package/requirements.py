@@ -60,8 +60,8 @@ def check_static(dependencies: list[str], release: str, where: str) -> None:
     and require an aot-build that reads this build's manifests; the message has the fix."""
     torch_ok = shim_ok = False
     problems: list[str] = []
-    for line in dependencies:
-        req = _parse(line, where)
+    parsed = [(line, _parse(line, where)) for line in dependencies]
+    for line, req in parsed:
         if _name(req) == "torch" and req.marker is None:
             _check_torch_range(req, line, release, where)
             specs = list(req.specifier)
@@ -76,7 +76,7 @@ def check_static(dependencies: list[str], release: str, where: str) -> None:
     if torch_ok and shim_ok:
         return
     missing = [r for r, ok in ((f"torch=={release}", torch_ok), (SHIM_REQUIREMENT, shim_ok)) if not ok]
-    others = [d for d in dependencies if _name(_parse(d, where)) not in ("torch", "aot-build")]
+    others = [line for line, req in parsed if _name(req) not in ("torch", "aot-build")]
     listed = ", ".join(f'"{d}"' for d in others)
     pins = f'"torch=={release}", "{SHIM_REQUIREMENT}"'
     line = "dependencies = [" + ", ".join([*([listed] if listed else []), pins]) + "]"
