@@ -14,6 +14,7 @@ from typing import Any
 
 from .constants import ENV_CACHE_DIR, ENV_TARGETS, TOOL_TABLE
 from .errors import ConfigError
+from .targets import RESERVED_OPTIONS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,7 +87,8 @@ class Settings:
         default_factory=dict,
         metadata=_doc(
             "Extra torch._inductor config applied to every compile, e.g. "
-            '{"max_autotune" = true}. Target options (cpp.march, cpp.simdlen) win over these.'
+            '{"max_autotune" = true}. May not set what aot_build sets per target: cpp.march, '
+            "cpp.simdlen, cpp.dynamic_threads, cpp.threads."
         ),
     )
 
@@ -178,6 +180,15 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
             raise ConfigError(
                 f"{where}: [tool.{TOOL_TABLE}] cache-max-size {value!r} is not a size; write e.g. \"5GB\""
             )
+        if f.name == "inductor_options":
+            taken = sorted(set(value) & set(RESERVED_OPTIONS))
+            if taken:
+                raise ConfigError(
+                    f"{where}: [tool.{TOOL_TABLE}] inductor-options sets {', '.join(taken)}, which "
+                    "aot_build sets per target (the instruction set of each CPU target, and thread "
+                    "handling that keeps artifacts correct on machines with more cores than the "
+                    "build machine). Remove them; choose the instruction sets with `targets`"
+                )
         kwargs[f.name] = value
     return Settings(**kwargs)
 

@@ -51,6 +51,17 @@ _CPU_OPTIONS: dict[str, dict[str, dict[str, object]]] = {
 }
 _OTHER_ARCH_OPTIONS: dict[str, dict[str, object]] = {"cpu-baseline": {"cpp.march": "", "cpp.simdlen": 1}}
 
+#: Inductor options every CPU artifact is built with, whatever the target. By default Inductor
+#: sizes each parallel reduction's per-thread buffers by the *build* machine's thread count
+#: while OpenMP starts as many threads as the *running* machine has: built on 2 cores and run
+#: with 8 threads, the extra threads write past those buffers (crash, or a silently wrong sum).
+#: ``dynamic_threads`` sizes them at run time. ``threads`` fixes the hint Inductor's loop
+#: planning uses, so the code does not depend on how many cores the build machine has.
+CPU_THREAD_OPTIONS: dict[str, object] = {"cpp.dynamic_threads": True, "cpp.threads": 16}
+
+#: Inductor options aot_build sets per target; ``inductor-options`` may not set them.
+RESERVED_OPTIONS = ("cpp.march", "cpp.simdlen", *CPU_THREAD_OPTIONS)
+
 #: Targets ``cpu`` (the default) stands for on each architecture: a set that gives every
 #: machine of the architecture a compiled artifact (baseline) and the common fast level its
 #: own. AVX-512 hosts run the AVX2 artifact; add ``cpu-avx512`` to build for them too.
@@ -135,7 +146,7 @@ def compile_options(target: Target, arch: str | None = None) -> dict[str, object
     if target.device != "cpu":
         return cuda_compile_options(target, arch)
     table = _CPU_OPTIONS.get(arch or machine(), _OTHER_ARCH_OPTIONS)
-    return dict(table[target.name])
+    return {**CPU_THREAD_OPTIONS, **table[target.name]}
 
 
 def cpu_flags() -> frozenset[str] | None:
@@ -196,6 +207,7 @@ def cuda_compile_options(target: Target, arch: str | None = None) -> dict[str, o
     return {
         "aot_inductor.embed_kernel_binary": True,
         "aot_inductor.emit_multi_arch_kernel": False,
+        **CPU_THREAD_OPTIONS,  # CPU kernels of a CUDA graph (ops left on the host)
         **_CPU_OPTIONS.get(arch or machine(), _OTHER_ARCH_OPTIONS)["cpu-baseline"],
     }
 

@@ -269,3 +269,30 @@ def test_disable_in_a_fresh_process(compiled: Compiled, tmp_path: Path, value: s
         capture_output=True, text=True, timeout=600,
     )
     assert _result(proc) == {"target": None, "warnings": 0}
+
+
+@pytest.mark.parametrize("threads", [1, 8, 32])
+def test_more_threads_than_the_build_machine_had(compiled: Compiled, tmp_path: Path, threads: int) -> None:
+    """Inductor sizes a parallel reduction's per-thread buffers by the build machine's thread
+    count unless told otherwise; run with more threads than the build had cores, such an
+    artifact wrote past them (a segfault here, at 4 threads from a 2-core build). Every
+    artifact must give eager's result at any thread count (strict mode: compiled or error)."""
+    script = _script(
+        tmp_path,
+        compiled,
+        f"""
+        torch.set_num_threads({threads})
+        x = torch.randn(2048, 512)
+        got = ops.energy(x)
+        torch.testing.assert_close(got, ops.energy.__wrapped__(x), rtol=1e-4, atol=1e-2)
+        facts = {{"threads": torch.get_num_threads(), "target": ops.energy.loaded_target()}}
+        print("RESULT: " + json.dumps(facts))
+        """,
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, AOT_BUILD_STRICT="1"),
+        capture_output=True, text=True, timeout=600,
+    )
+    facts = _result(proc)
+    assert facts["threads"] == threads
+    assert facts["target"] is not None

@@ -178,6 +178,13 @@ def test_cache_max_size_must_be_a_size() -> None:
         settings_from_table({"cache-max-size": "lots"}, "p/pyproject.toml")
 
 
+@pytest.mark.parametrize("key", ["cpp.march", "cpp.simdlen", "cpp.dynamic_threads", "cpp.threads"])
+def test_inductor_options_may_not_set_what_targets_set(key: str) -> None:
+    expected = rf"p/pyproject.toml: .*inductor-options sets {key}, which aot_build sets per target"
+    with pytest.raises(ConfigError, match=expected):
+        settings_from_table({"inductor-options": {key: 1, "max_autotune": True}}, "p/pyproject.toml")
+
+
 def test_schema_accepts_what_the_reader_accepts() -> None:
     """Every default from the schema is a valid value for the reader."""
     table = {k: v["default"] for k, v in json_schema()["properties"].items()}

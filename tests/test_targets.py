@@ -9,6 +9,7 @@ from aot_build import targets
 from aot_build.settings import Settings
 from aot_build.targets import (
     CPU_LEVELS,
+    CPU_THREAD_OPTIONS,
     Target,
     compile_options,
     cpu_flags,
@@ -86,7 +87,8 @@ def test_default_targets_build_on_other_architectures(monkeypatch: pytest.Monkey
     monkeypatch.setattr(targets.platform, "machine", lambda: "ppc64le")
     names = expand_aliases(Settings().targets)
     assert names == ["cpu-baseline"]
-    assert compile_options(parse_target(names[0])) == {"cpp.march": "", "cpp.simdlen": 1}
+    expected = {"cpp.march": "", "cpp.simdlen": 1, **CPU_THREAD_OPTIONS}
+    assert compile_options(parse_target(names[0])) == expected
     assert host_cpu_targets() == ("cpu-baseline",)
 
 
@@ -194,6 +196,8 @@ def test_compile_options_pin_the_isa() -> None:
     assert compile_options(Target("cpu-avx512", "cpu"), arch="x86_64") == {
         "cpp.march": "x86-64-v4",
         "cpp.simdlen": 512,
+        "cpp.dynamic_threads": True,  # run-time thread count, see test_concurrency
+        "cpp.threads": 16,
     }
     assert compile_options(Target("cpu-avx2", "cpu"), arch="x86_64")["cpp.march"] == "x86-64-v3"
     assert compile_options(Target("cpu-baseline", "cpu"), arch="x86_64")["cpp.march"] == "x86-64"

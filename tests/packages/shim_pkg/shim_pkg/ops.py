@@ -18,3 +18,9 @@ def _example() -> tuple[torch.Tensor, int]:
 def affine(x: torch.Tensor, k: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Several outputs, a baked-in int argument, two kinds of weights."""
     return LINEAR(x) * SCALE + k, {"total": x.sum(dim=-1)}
+
+
+@aot_entry(example_inputs=lambda: (torch.randn(2048, 512),))
+def energy(x: torch.Tensor) -> torch.Tensor:
+    """A whole-tensor reduction big enough that Inductor splits it across threads."""
+    return (x * x).sum() + x.softmax(-1).amax()
