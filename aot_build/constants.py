@@ -29,6 +29,8 @@ ENV_DISABLE = "AOT_BUILD_DISABLE"
 ENV_TARGETS = "AOT_BUILD_TARGETS"
 #: Environment variable read at build time; overrides ``cache-dir`` from pyproject.toml.
 ENV_CACHE_DIR = "AOT_BUILD_CACHE_DIR"
+#: Overrides ``[tool.aot-build] jobs``.
+ENV_JOBS = "AOT_BUILD_JOBS"
 
 #: Name of the compile rule that exports with torch.export and compiles with AOTInductor.
 RULE_AOTI = "aoti"

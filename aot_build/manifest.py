@@ -535,6 +535,11 @@ def _entry(raw: dict[str, Any]) -> Entry:
     )
 
 
+#: An entry's record as JSON and back (the build's intermediate files use them too).
+entry_to_json = _entry_json
+entry_from_json = _entry
+
+
 # ---------------------------------------------------------------- format 1 (aot-build 0.1.0)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .constants import ENV_CACHE_DIR, ENV_TARGETS, TOOL_TABLE
+from .constants import ENV_CACHE_DIR, ENV_JOBS, ENV_TARGETS, TOOL_TABLE
 from .errors import ConfigError
 from .targets import RESERVED_OPTIONS
 
@@ -83,6 +83,19 @@ class Settings:
         default="5GB",
         metadata=_doc("Size beyond which least-recently-used cache entries are removed: '500MB', '5GB'."),
     )
+    jobs: int = field(
+        default=0,
+        metadata=_doc(
+            "Compile worker processes; 0 (the default): one per core. Overridden by "
+            f"{ENV_JOBS} and by python -m build -C--build-option=--aot-build-jobs=N."
+        ),
+    )
+    progress: bool = field(
+        default=True,
+        metadata=_doc(
+            "One line per compiled program and target ([3/12] ...); false: errors and the summary only."
+        ),
+    )
     inductor_options: dict[str, Any] = field(
         default_factory=dict,
         metadata=_doc(
@@ -98,7 +111,9 @@ def _toml_key(name: str) -> str:
 
 
 _FIELDS = {_toml_key(f.name): f for f in dataclasses.fields(Settings)}
-_JSON_TYPES = {"bool": "boolean", "str": "string", "list[str]": "array", "dict[str, Any]": "object"}
+_JSON_TYPES = {
+    "bool": "boolean", "int": "integer", "str": "string", "list[str]": "array", "dict[str, Any]": "object"
+}
 _SIZE_UNITS = {
     "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30
 }
@@ -136,6 +151,8 @@ def json_schema() -> dict[str, Any]:
         prop: dict[str, Any] = {"type": _JSON_TYPES[str(f.type)], "description": f.metadata["doc"]}
         if prop["type"] == "array":
             prop["items"] = {"type": "string"}
+        if prop["type"] == "integer":
+            prop["minimum"] = 0
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         prop["default"] = default
         props[key] = prop
@@ -152,13 +169,15 @@ def _check_type(where: str, key: str, value: Any, f: dataclasses.Field[Any]) -> 
     kind = str(f.type)
     ok = {
         "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool) and value >= 0,
         "str": isinstance(value, str),
         "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
         "dict[str, Any]": isinstance(value, dict),
     }[kind]
     if not ok:
         raise ConfigError(
-            f"{where}: [tool.{TOOL_TABLE}] {key} must be {_JSON_TYPES[kind]} ({kind}), "
+            f"{where}: [tool.{TOOL_TABLE}] {key} must be {_JSON_TYPES[kind]} ({kind}"
+            f"{', at least 0' if kind == 'int' else ''}), "
             f"got {type(value).__name__} {value!r}"
         )
 
@@ -224,4 +243,14 @@ def load_settings(project_dir: Path, environ: dict[str, str] | None = None) -> S
     override = env.get(ENV_TARGETS, "").strip()
     if override:
         settings.targets = [t.strip() for t in override.split(",") if t.strip()]
+    jobs = env.get(ENV_JOBS, "").strip()
+    if jobs:
+        settings.jobs = parse_jobs(jobs, f"{ENV_JOBS} in the environment")
     return settings
+
+
+def parse_jobs(text: str, where: str) -> int:
+    """A job count given as text (environment, command line); ConfigError names ``where``."""
+    if not text.isdigit():
+        raise ConfigError(f"{where}: jobs must be a whole number >= 0 (0: one per core), got {text!r}")
+    return int(text)

@@ -17,6 +17,7 @@ from aot_build.compile import aoti
 from aot_build.compile.aoti import Built
 from aot_build.compile.cache import BuildCache
 from aot_build.compile.driver import Job, _Compiler
+from aot_build.compile.units import program_bytes
 from aot_build.discover import list_modules
 from aot_build.settings import Settings, cache_dir, parse_size
 from aot_build.targets import parse_target
@@ -31,9 +32,10 @@ class Affine(torch.nn.Module):
         return torch.tanh(args[0] @ weights[0]) + torch.full((8,), self.bias)
 
 
-def _ep(bias: float = 1.0, seed: int = 0) -> torch.export.ExportedProgram:
+def _ep(bias: float = 1.0, seed: int = 0) -> bytes:
     torch.manual_seed(seed)  # example values differ between builds; the key must not
-    return torch.export.export(Affine(bias), ((torch.randn(4, 8),), (torch.randn(8, 8),)), strict=False)
+    ep = torch.export.export(Affine(bias), ((torch.randn(4, 8),), (torch.randn(8, 8),)), strict=False)
+    return program_bytes(ep)
 
 
 def test_key_covers_what_shapes_the_library(tmp_path: Path) -> None:
@@ -121,17 +123,32 @@ def _compile(tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) ->
     return manifest, capsys.readouterr().out
 
 
-def test_rebuild_without_changes_compiles_nothing(
+def test_rebuild_compiles_only_what_changed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No change: nothing compiled, the same libraries. One entry changed: that entry's
+    library compiled again, the other's from the cache (every entry is exported again)."""
     cache = tmp_path / "cache"
     first, log1 = _compile(tmp_path, cache, capsys)
-    assert "[cpu-baseline] compiled in" in log1 and "1 compiled" in log1
+    assert "[cpu-baseline] compiled in" in log1 and "0 hit(s), 2 compiled" in log1
 
     def no_compiler(*a: Any, **k: Any) -> Any:
         raise AssertionError("compiled although nothing changed")
 
-    monkeypatch.setattr(aoti, "compile_library", no_compiler)
+    monkeypatch.setattr(aoti, "compile_library", no_compiler)  # the build process compiles nothing
     second, log2 = _compile(tmp_path, cache, capsys)
-    assert "[cpu-baseline] from the build cache in" in log2 and "1 hit(s), 0 compiled" in log2
-    assert second["files"] == first["files"]  # the same library, byte for byte
+    assert "[2/2] shim_pkg.ops:energy [cpu-baseline] from the build cache" in log2
+    assert "2 hit(s), 0 compiled" in log2 and "worker" not in log2
+    assert second == first  # the same manifest and libraries, byte for byte
+    monkeypatch.undo()
+
+    ops = tmp_path / "build_lib" / "shim_pkg" / "ops.py"
+    ops.write_text(ops.read_text().replace("(x * x).sum()", "(x * x).sum() * 2"), encoding="utf-8")
+    third, log3 = _compile(tmp_path, cache, capsys)
+    assert "1 hit(s), 1 compiled" in log3
+    assert "shim_pkg.ops:affine [cpu-baseline] from the build cache" in log3
+    assert "shim_pkg.ops:energy [cpu-baseline] compiled in" in log3
+    affine = [a["file"] for v in third["entries"]["shim_pkg.ops:affine"]["variants"] for a in v["artifacts"]]
+    energy = [a["file"] for v in third["entries"]["shim_pkg.ops:energy"]["variants"] for a in v["artifacts"]]
+    before = [a["file"] for v in first["entries"]["shim_pkg.ops:energy"]["variants"] for a in v["artifacts"]]
+    assert set(affine) <= set(first["files"]) and energy != before

@@ -13,7 +13,6 @@ import torch
 from aot_build import aot_entry
 from aot_build.compile.driver import Job, _Compiler, main
 from aot_build.errors import CompileError
-from aot_build.targets import parse_target
 
 
 @aot_entry(example_inputs=lambda: (torch.zeros(2), object()))
@@ -100,14 +99,15 @@ def test_optional_cuda_target_is_skipped_and_recorded(
     assert [t.name for t in compiler.usable_targets()] == ["cpu-baseline"]
     reason = "no CUDA device on the build machine; build it with a GPU of compute capability 9.0"
     assert compiler.skipped == [{"target": "cuda-sm90", "reason": reason}]
-    assert compiler.manifest("pkg").skipped_targets == compiler.skipped
+    assert compiler.header().skipped_targets == compiler.skipped
     assert "skipping optional target cuda-sm90" in capsys.readouterr().out
 
 
 def _compile(tmp_path: Path, entry: Any) -> CompileError:
     compiler = _Compiler(_job(tmp_path, build_lib=str(Path(__file__).parent)))
+    compiler.programs = tmp_path
     with pytest.raises(CompileError) as info:
-        compiler.compile_entry(entry, [parse_target("cpu-baseline")], tmp_path / "out")
+        compiler.export_entry(entry, ["cpu"])
     return info.value
 
 

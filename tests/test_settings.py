@@ -68,8 +68,8 @@ def test_unknown_key_did_you_mean(key: str, suggestion: str) -> None:
     msg = str(info.value)
     assert msg.startswith("proj/pyproject.toml: unknown key")
     assert f"Did you mean {suggestion!r}?" in msg
-    keys = "cache, cache-dir, cache-max-size, exclude, inductor-options, modules, optional-targets, strip, "
-    keys += "targets"
+    keys = "cache, cache-dir, cache-max-size, exclude, inductor-options, jobs, modules, optional-targets, "
+    keys += "progress, strip, targets"
     assert f"Valid keys: {keys}." in msg
 
 
@@ -163,7 +163,7 @@ def test_json_schema_documents_every_field() -> None:
     defaults = Settings()
     for key, prop in props.items():
         assert isinstance(prop["description"], str) and len(prop["description"]) > 20, key
-        assert prop["type"] in {"array", "boolean", "object", "string"}, key
+        assert prop["type"] in {"array", "boolean", "integer", "object", "string"}, key
         assert prop["default"] == getattr(defaults, fields[key].name), key
         if prop["type"] == "array":
             assert prop["items"] == {"type": "string"}
@@ -171,6 +171,22 @@ def test_json_schema_documents_every_field() -> None:
     assert props["strip"]["type"] == "boolean"
     assert props["inductor-options"]["type"] == "object"
     assert props["cache-max-size"]["type"] == "string" and props["cache"]["default"] is True
+    assert props["jobs"] == {**props["jobs"], "type": "integer", "minimum": 0, "default": 0}
+    assert "AOT_BUILD_JOBS" in props["jobs"]["description"]
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "2", True])
+def test_jobs_must_be_a_count(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"jobs must be integer \(int, at least 0\)"):
+        settings_from_table({"jobs": value}, "p/pyproject.toml")
+
+
+def test_jobs_from_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.aot-build]\njobs = 3\n")
+    assert load_settings(tmp_path, {}) == Settings(jobs=3)
+    assert load_settings(tmp_path, {"AOT_BUILD_JOBS": "5"}) == Settings(jobs=5)
+    with pytest.raises(ConfigError, match="AOT_BUILD_JOBS in the environment: jobs must be a whole number"):
+        load_settings(tmp_path, {"AOT_BUILD_JOBS": "many"})
 
 
 def test_cache_max_size_must_be_a_size() -> None:

@@ -22,6 +22,7 @@ import torch._inductor
 
 from ..targets import Target, compile_options
 from .isa import pinned_vec_isa
+from .toolchain import content_build_id
 
 
 def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
@@ -54,9 +55,13 @@ def compile_library(
     extra_options: dict[str, Any],
     workdir: Path,
     strip: bool,
+    cxx: str = "",
 ) -> Built:
-    """Compile ``ep`` for ``target`` into ``workdir``; return the library."""
+    """Compile ``ep`` for ``target`` into ``workdir``; return the library. ``cxx``: the C++
+    compiler Inductor calls (see :mod:`.toolchain`)."""
     options: dict[str, Any] = {**extra_options, **compile_options(target)}
+    if cxx:
+        options["cpp.cxx"] = (cxx,)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         pt2 = Path(tmp) / "entry.pt2"
         with pinned_vec_isa(target):
@@ -79,6 +84,7 @@ def compile_library(
             )
         if strip and shutil.which("strip"):
             subprocess.run(["strip", "--strip-unneeded", str(staged)], check=True)
+            content_build_id(staged)  # unstripped, symbol names still hold build paths
         data = staged.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         final = workdir / f"{digest[:24]}.so"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -52,18 +51,6 @@ def compiler_identity() -> str:
     return f"{shutil.which(cxx) or cxx}\n{banner.strip()}"
 
 
-def program_bytes(ep: torch.export.ExportedProgram) -> bytes:
-    """The exported program as ``torch.export.save`` writes it, without its example inputs."""
-    saved = ep._example_inputs
-    try:
-        ep._example_inputs = None
-        buf = io.BytesIO()
-        torch.export.save(ep, buf)
-        return buf.getvalue()
-    finally:
-        ep._example_inputs = saved
-
-
 @dataclass
 class BuildCache:
     """The cache of one build. ``root`` None: disabled."""
@@ -71,10 +58,9 @@ class BuildCache:
     root: Path | None
     max_bytes: int = 5 * 10**9
 
-    def key(
-        self, ep: torch.export.ExportedProgram, target: Target, options: dict[str, Any], strip: bool
-    ) -> str:
-        """The cache key of compiling ``ep`` for ``target`` (see the module docstring)."""
+    def key(self, program: bytes, target: Target, options: dict[str, Any], strip: bool) -> str:
+        """The cache key of compiling ``program`` (:func:`.units.program_bytes`) for
+        ``target`` (see the module docstring)."""
         h = hashlib.sha256()
         parts = {
             "format": CACHE_FORMAT,
@@ -89,7 +75,7 @@ class BuildCache:
             "compiler": compiler_identity(),
         }
         h.update(json.dumps(parts, sort_keys=True, default=repr).encode())
-        h.update(program_bytes(ep))
+        h.update(program)
         return h.hexdigest()
 
     def _entry(self, key: str) -> Path:

@@ -13,10 +13,11 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +25,23 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import __version__, trees
-from ..constants import ARTIFACT_DIR, MANIFEST_NAME, RULE_AOTI
+from ..constants import ARTIFACT_DIR, MANIFEST_NAME
 from ..decorate import AotEntry
 from ..discover import discover_entries
 from ..errors import AotBuildError, CompileError
-from ..manifest import Artifact, Entry, FileRecord, Manifest, Variant
+from ..manifest import Entry, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
 from . import aoti
+from .aoti import Built
 from .cache import BuildCache
 from .guards import plan, summary
 from .inputs import InputSet, input_sets, pinned_copies
+from .pool import Options, describe_failure, run_tasks
 from .shapes import Shapes, input_leaves, read_shapes
 from .specs import dtype_name
 from .trace import Traced, trace
+from .units import Compiled, ExportedEntry, Task, assemble, program_bytes, program_name, tasks_of
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Job:
         out_dir: staging folder; receives ``<package root path>/_aot_build/...``.
         cache_dir: build cache folder ("" : no cache), see :mod:`.cache`.
         cache_max_bytes: the cache's size limit.
+        jobs: compile worker processes (0: one per core).
+        progress: one line per compiled program and target.
     """
 
     build_lib: str
@@ -67,6 +73,8 @@ class Job:
     out_dir: str = ""
     cache_dir: str = ""
     cache_max_bytes: int = 5 * 10**9
+    jobs: int = 0
+    progress: bool = True
 
 
 def say(msg: str) -> None:
@@ -172,23 +180,13 @@ class _Compiler:
                 self.targets.append(parse_target(name))
             except ValueError as exc:
                 raise CompileError(f"[tool.aot-build] targets: {exc}") from exc
-        self.manifests: dict[str, Manifest] = {}
         self.skipped: list[dict[str, str]] = []
         self.cache = BuildCache(Path(job.cache_dir) if job.cache_dir else None, job.cache_max_bytes)
         self.hits = self.misses = 0
-
-    def manifest(self, top: str) -> Manifest:
-        if top not in self.manifests:
-            self.manifests[top] = Manifest(
-                package=top,
-                aot_build_version=__version__,
-                torch_version=torch.__version__,
-                python_version=f"{sys.version_info[0]}.{sys.version_info[1]}",
-                machine=machine(),
-                default_dtype=dtype_name(torch.get_default_dtype()),
-                skipped_targets=self.skipped,
-            )
-        return self.manifests[top]
+        self.programs = Path()
+        #: Bytes of each saved program (for its cache key), and programs that could not be saved.
+        self.program_data: dict[str, bytes] = {}
+        self.unsaved: dict[str, torch.export.ExportedProgram] = {}
 
     def usable_targets(self) -> list[Target]:
         usable = []
@@ -272,62 +270,32 @@ class _Compiler:
         traced.embedded = embedded
         return traced
 
-    def cache_key(self, ep: torch.export.ExportedProgram, target: Target, where: str) -> str | None:
-        """The build-cache key, or None (cache off, or a program torch.export cannot save:
-        then it is compiled, with a note)."""
-        if self.cache.root is None:
-            return None
+    def save_program(self, ep: torch.export.ExportedProgram, where: str) -> str:
+        """Save ``ep`` for the compile workers; its file name (content-named). A program
+        torch.export cannot save is compiled in this process instead (with a note)."""
         try:
-            return self.cache.key(ep, target, self.job.inductor_options, self.job.strip)
+            data = program_bytes(ep)
         except Exception as exc:
-            say(f"note: {where}: not cached ({type(exc).__name__} while serializing the program: {exc})")
-            return None
+            name = f"unsaved-{len(self.unsaved)}"
+            self.unsaved[name] = ep
+            say(f"note: {where}: compiled in the build process, not cached ({type(exc).__name__} "
+                f"while saving the program: {exc})")
+            return name
+        name = program_name(data)
+        path = self.programs / name
+        if not path.exists():
+            path.write_bytes(data)
+            self.program_data[name] = data
+        return name
 
     def variant(
-        self,
-        entry: AotEntry,
-        iset: InputSet,
-        targets: list[Target],
-        out_dir: Path,
-        manifest: Manifest,
-        where: str,
-    ) -> tuple[Variant, Shapes]:
+        self, entry: AotEntry, iset: InputSet, devices: list[str], where: str
+    ) -> tuple[Variant, dict[str, str], Shapes]:
+        """Export one input set for each device; the variant's record (artifacts come from
+        the compile step) and its program per device."""
         here = where + (f" [{', '.join(f'{k}={v}' for k, v in iset.pinned.items())}]" if iset.pinned else "")
-        exported: dict[str, Traced] = {}
-        artifacts: list[Artifact] = []
-        for target in targets:
-            if target.device not in exported:
-                exported[target.device] = self.export(entry, iset, target.device, here)
-            ep = exported[target.device].ep
-            t0 = time.perf_counter()
-            key = self.cache_key(ep, target, here)
-            built = self.cache.get(key, out_dir) if key else None
-            hit = built is not None
-            self.hits += hit
-            try:
-                if built is None:
-                    opts = self.job.inductor_options
-                    built = aoti.compile_library(ep, target, opts, out_dir, self.job.strip)
-                    self.misses += 1
-                    if key:
-                        self.cache.put(key, built)
-            except Exception as exc:
-                raise _fail(
-                    here,
-                    f"AOTInductor could not compile it for {target.name}",
-                    exc,
-                    "see the compiler output above; check that a C++ compiler is on PATH of "
-                    "the build machine and that inductor-options are valid",
-                ) from exc
-            dt = time.perf_counter() - t0
-            new = built.path.name not in manifest.files
-            manifest.files[built.path.name] = FileRecord(built.sha256, built.size)
-            artifacts.append(Artifact(target.name, target.device, RULE_AOTI, built.path.name, built.isa))
-            say(
-                f"{entry.key} [{target.name}] {'from the build cache' if hit else 'compiled'} in {dt:.1f} s, "
-                f"{built.size / 1e6:.2f} MB{'' if new else ' (identical to another, stored once)'}"
-                f", ISA {built.isa or '-'}"
-            )
+        exported: dict[str, Traced] = {d: self.export(entry, iset, d, here) for d in devices}
+        programs = {d: self.save_program(t.ep, here) for d, t in exported.items()}
         traced = exported.get("cpu") or next(iter(exported.values()))
         shapes = read_shapes(traced.ep, iset)
         arg_leaves, in_spec = pytree.tree_flatten(iset.args)
@@ -342,15 +310,16 @@ class _Compiler:
             weights=tuple(weights),
             guards=tuple(guards),
             embedded_constants=tuple(traced.embedded),
-            artifacts=tuple(artifacts),
+            artifacts=(),
             input_set=iset.index,
             pinned=dict(iset.pinned),
             labels=tuple(iset.labels),
         )
-        say(f"{entry.key} ({variant.signature()}): {summary(guards, weights)}")
-        return variant, shapes
+        say(f"{entry.key} ({variant.signature()}): exported; {summary(guards, weights)}")
+        return variant, programs, shapes
 
-    def compile_entry(self, entry: AotEntry, targets: list[Target], staging: Path) -> None:
+    def export_entry(self, entry: AotEntry, devices: list[str]) -> ExportedEntry:
+        """Export every input set of ``entry`` (and the size-1 copies they need) for ``devices``."""
         where = _where(entry, self.build_lib)
         try:
             sets = input_sets(entry, where)
@@ -365,15 +334,12 @@ class _Compiler:
                 "aot_build ships artifacts inside a package folder. Move the module into a "
                 "package (a folder with __init__.py)"
             )
-        manifest = self.manifest(top)
-        out_dir = _artifact_folder(staging, top)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if not targets:  # every target was optional and skipped: the manifest says why
-            return
         variants: list[Variant] = []
+        programs: list[dict[str, str]] = []
         for iset in sets:
-            generic, shapes = self.variant(entry, iset, targets, out_dir, manifest, where)
+            generic, progs, shapes = self.variant(entry, iset, devices, where)
             variants.append(generic)
+            programs.append(progs)
             ones = shapes.ones()
             if ones:
                 try:
@@ -381,14 +347,97 @@ class _Compiler:
                 except AotBuildError as exc:
                     raise CompileError(f"{where}: {exc}") from exc
                 for copy in copies:
-                    variants.append(self.variant(entry, copy, targets, out_dir, manifest, where)[0])
-        manifest.entries[entry.key] = Entry(
+                    v, progs, _ = self.variant(entry, copy, devices, where)
+                    variants.append(v)
+                    programs.append(progs)
+        record = Entry(
             entry.__wrapped__.__module__,
             entry.__wrapped__.__qualname__,
             where.split("(")[-1].rstrip(")"),
             tuple(variants),
             method=entry.is_method,
         )
+        return ExportedEntry(top, record, programs, where)
+
+    def header(self) -> Manifest:
+        """The build-wide fields of every manifest of this build."""
+        return Manifest(
+            package="",
+            aot_build_version=__version__,
+            torch_version=torch.__version__,
+            python_version=f"{sys.version_info[0]}.{sys.version_info[1]}",
+            machine=machine(),
+            default_dtype=dtype_name(torch.get_default_dtype()),
+            skipped_targets=self.skipped,
+        )
+
+    def compile_all(self, tasks: list[Task], out_dir: Path, work: Path) -> list[Compiled]:
+        """Every task: from the build cache, or compiled by the workers; one line each."""
+        total = len(tasks)
+        count = 0
+        keys: dict[Task, str] = {}
+        compiled: list[Compiled] = []
+
+        def line(task: Task, c: Compiled, seconds: float, how: str) -> None:
+            nonlocal count
+            count += 1
+            if self.job.progress:
+                say(
+                    f"[{count}/{total}] {task.where.split(' (')[0]} [{task.target}] {how} in "
+                    f"{seconds:.1f} s, {c.size / 1e6:.2f} MB, ISA {c.isa or '-'}"
+                )
+
+        todo: list[Task] = []
+        for task in tasks:
+            data = self.program_data.get(task.program)
+            if self.cache.root is None or data is None:
+                todo.append(task)
+                continue
+            t0 = time.perf_counter()
+            key = keys[task] = self.cache.key(
+                data, parse_target(task.target), self.job.inductor_options, self.job.strip
+            )
+            hit = self.cache.get(key, out_dir)
+            if hit is None:
+                todo.append(task)
+                continue
+            c = Compiled(task.program, task.target, hit.path.name, hit.sha256, hit.size, hit.isa)
+            compiled.append(c)
+            self.hits += 1
+            line(task, c, time.perf_counter() - t0, "from the build cache")
+
+        def done(task: Task, c: Compiled, seconds: float) -> None:
+            self.misses += 1
+            if task in keys:
+                self.cache.put(keys[task], Built(out_dir / c.file, c.sha256, c.size, c.isa))
+            line(task, c, seconds, "compiled")
+
+        opts = Options(
+            programs_dir=str(self.programs),
+            out_dir=str(out_dir),
+            inductor_options=self.job.inductor_options,
+            strip=self.job.strip,
+            build_lib=str(self.build_lib),
+        )
+        pooled = [t for t in todo if t.program not in self.unsaved]
+        jobs = self.job.jobs or os.cpu_count() or 1
+        if pooled:
+            say(f"compiling {len(pooled)} program(s) in {min(jobs, len(pooled))} worker process(es)")
+        compiled += run_tasks(pooled, opts, jobs, work, done)
+        for task in todo:
+            if task.program in self.unsaved:
+                t0 = time.perf_counter()
+                try:
+                    built = aoti.compile_library(
+                        self.unsaved[task.program], parse_target(task.target),
+                        self.job.inductor_options, out_dir, self.job.strip,
+                    )
+                except Exception as exc:
+                    raise describe_failure(task, exc) from exc
+                c = Compiled(task.program, task.target, built.path.name, built.sha256, built.size, built.isa)
+                compiled.append(c)
+                done(task, c, time.perf_counter() - t0)
+        return compiled
 
     def run(self) -> int:
         staging = Path(self.job.out_dir)
@@ -400,39 +449,44 @@ class _Compiler:
         targets = self.usable_targets()
         if targets:
             check_toolchain(self.job.strip)
-        say(f"compiling {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
+        devices = sorted({t.device for t in targets})
+        say(f"exporting {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
         t0 = time.perf_counter()
-        failed: list[str] = []
-        for entry in entries:
-            try:
-                self.compile_entry(entry, targets, staging)
-            except CompileError as exc:
-                failed.append(_where(entry, self.build_lib))
-                print(f"\naot-build: error: {exc}\n", file=sys.stderr, flush=True)
-        if failed:
-            raise CompileError(
-                f"{len(failed)} of {len(entries)} entries failed to compile (each error is above); "
-                "no artifacts were written:\n  " + "\n  ".join(failed)
-            )
-        total = 0
-        for top, manifest in self.manifests.items():
-            manifest.write(_artifact_folder(staging, top) / MANIFEST_NAME)
-            size = sum(f.size for f in manifest.files.values())
-            total += size
-            per_target: dict[str, int] = {}
-            seen: set[str] = set()
-            for e in manifest.entries.values():
-                for v in e.variants:
-                    for a in v.artifacts:
-                        if a.file not in seen:
-                            seen.add(a.file)
-                            size_of = manifest.files[a.file].size
-                            per_target[a.target] = per_target.get(a.target, 0) + size_of
-            detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in per_target.items())
-            say(
-                f"package {top}: {len(manifest.entries)} entries, {len(manifest.files)} files, "
-                f"{size / 1e6:.2f} MB ({detail})"
-            )
+        with tempfile.TemporaryDirectory(prefix="aot-build-work-") as tmp:
+            work = Path(tmp)
+            self.programs = work / "programs"
+            self.programs.mkdir()
+            exported: list[ExportedEntry] = []
+            failed: list[str] = []
+            tops: set[str] = set()
+            for entry in entries:
+                tops.add(package_root(entry.__wrapped__.__module__))
+                if not targets:  # every target was optional and skipped: the manifest says why
+                    continue
+                try:
+                    exported.append(self.export_entry(entry, devices))
+                except CompileError as exc:
+                    failed.append(_where(entry, self.build_lib))
+                    print(f"\naot-build: error: {exc}\n", file=sys.stderr, flush=True)
+            if failed:
+                raise CompileError(
+                    f"{len(failed)} of {len(entries)} entries failed to compile (each error is "
+                    "above); no artifacts were written:\n  " + "\n  ".join(failed)
+                )
+            libs = work / "libs"
+            libs.mkdir()
+            compiled = self.compile_all(tasks_of(exported, targets), libs, work)
+            manifests = assemble(exported, compiled, targets, self.header())
+            for top in sorted(tops - set(manifests)):
+                manifests[top] = replace(self.header(), package=top)
+            total = 0
+            for top, manifest in sorted(manifests.items()):
+                folder = _artifact_folder(staging, top)
+                folder.mkdir(parents=True, exist_ok=True)
+                for name in manifest.files:
+                    shutil.copyfile(libs / name, folder / name)
+                manifest.write(folder / MANIFEST_NAME)
+                total += self.report(manifest)
         cached = (
             f"; build cache {self.cache.root}: {self.hits} hit(s), {self.misses} compiled"
             if self.cache.root is not None
@@ -443,6 +497,25 @@ class _Compiler:
             + cached
         )
         return 0
+
+    @staticmethod
+    def report(manifest: Manifest) -> int:
+        """Say what one package ships; its size in bytes."""
+        size = sum(f.size for f in manifest.files.values())
+        per_target: dict[str, int] = {}
+        seen: set[str] = set()
+        for e in manifest.entries.values():
+            for v in e.variants:
+                for a in v.artifacts:
+                    if a.file not in seen:
+                        seen.add(a.file)
+                        per_target[a.target] = per_target.get(a.target, 0) + manifest.files[a.file].size
+        detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in per_target.items())
+        say(
+            f"package {manifest.package}: {len(manifest.entries)} entries, {len(manifest.files)} files, "
+            f"{size / 1e6:.2f} MB ({detail})"
+        )
+        return size
 
 
 def main(argv: list[str] | None = None) -> int:

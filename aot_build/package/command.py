@@ -15,7 +15,8 @@ from setuptools.errors import SetupError
 
 from ..constants import ARTIFACT_DIR
 from ..discover import list_modules
-from ..settings import Settings, cache_dir, parse_size
+from ..errors import ConfigError
+from ..settings import Settings, cache_dir, parse_jobs, parse_size
 from .elf import ElfError, read_dynamic
 from .platform_tag import PlatformTagError, platform_tag, torch_provided_libs
 
@@ -67,6 +68,13 @@ class build_aot(Command):
         override = getattr(wheel_cmd, "aot_build_targets", None)
         if override:  # -C--build-option=--aot-build-targets=...: highest precedence
             targets = [t.strip() for t in override.split(",") if t.strip()]
+        jobs = self.settings.jobs
+        jobs_option = getattr(wheel_cmd, "aot_build_jobs", None)
+        if jobs_option:  # -C--build-option=--aot-build-jobs=N
+            try:
+                jobs = parse_jobs(jobs_option.strip(), "--aot-build-jobs")
+            except ConfigError as exc:
+                raise SetupError(f"aot-build: {exc}") from exc
         cache = cache_dir(self.settings, self.project_dir)
         with tempfile.TemporaryDirectory(prefix="aot-build-") as tmp:
             staging = Path(tmp) / "out"
@@ -82,6 +90,8 @@ class build_aot(Command):
                 "out_dir": str(staging),
                 "cache_dir": str(cache or ""),
                 "cache_max_bytes": parse_size(self.settings.cache_max_size) or 0,
+                "jobs": jobs,
+                "progress": self.settings.progress,
             }
             config = Path(tmp) / "job.json"
             config.write_text(json.dumps(job))

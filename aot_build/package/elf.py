@@ -24,6 +24,8 @@ _ELFDATA2LSB, _ELFDATA2MSB = 1, 2
 
 _SHT_STRTAB = 3
 _SHT_DYNAMIC = 6
+_SHT_NOTE = 7
+_NT_GNU_BUILD_ID = 3
 _SHT_GNU_VERNEED = 0x6FFFFFFE
 
 _DT_NULL = 0
@@ -84,6 +86,7 @@ class _Reader:
     def __init__(self, f: BinaryIO, path: str, size: int) -> None:
         self.f, self.path, self.size = f, path, size
         self.endian = "<"
+        self.is64 = True
 
     def fail(self, what: str) -> ElfError:
         return ElfError(f"{self.path}: {what}")
@@ -189,6 +192,52 @@ def _read_verneed(r: _Reader, sections: list[_Section], sec: _Section) -> dict[s
     return {k: frozenset(v) for k, v in versions.items()}
 
 
+def _open(f: BinaryIO, name: str) -> tuple[_Reader, str, list[_Section]]:
+    """Check the identification and header; the reader, architecture name and sections."""
+    f.seek(0, 2)
+    r = _Reader(f, name, f.tell())
+    ident = r.read(0, min(16, r.size), "ELF identification")
+    if ident[:4] != _MAGIC:
+        raise r.fail(f"not an ELF file (starts with {ident[:4]!r})")
+    if len(ident) < 16:
+        raise r.fail(f"truncated ELF: only {r.size} bytes")
+    ei_class, ei_data = ident[4], ident[5]
+    if ei_class not in (_ELFCLASS32, _ELFCLASS64):
+        raise r.fail(f"malformed ELF: bad EI_CLASS {ei_class}")
+    if ei_data not in (_ELFDATA2LSB, _ELFDATA2MSB):
+        raise r.fail(f"malformed ELF: bad EI_DATA {ei_data}")
+    is64, little = ei_class == _ELFCLASS64, ei_data == _ELFDATA2LSB
+    r.endian = "<" if little else ">"
+    r.is64 = is64
+    ehdr_fmt = "HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"
+    ehdr = r.read(16, struct.calcsize(ehdr_fmt), "ELF header")
+    _type, e_machine, _ver, _entry, _phoff, shoff, _flags, _ehsize, _phes, _phn, shentsize, shnum, _ = (
+        r.unpack(ehdr_fmt, ehdr)
+    )
+    return r, _machine(e_machine, is64, little), _sections(r, is64, shoff, shentsize, shnum)
+
+
+def build_id_span(path: str | Path) -> tuple[int, int] | None:
+    """File offset and length of the GNU build ID (NT_GNU_BUILD_ID note), or None."""
+    with open(path, "rb") as f:
+        r, _machine_name, sections = _open(f, str(path))
+        for sec in sections:
+            if sec.type != _SHT_NOTE:
+                continue
+            data = _section_data(r, sec, "note")
+            off = 0
+            while off + 12 <= len(data):
+                namesz, descsz, kind = r.unpack("III", data, off)
+                name_at = off + 12
+                desc_at = name_at + (namesz + 3) // 4 * 4
+                if desc_at + descsz > len(data):
+                    raise r.fail(f"malformed ELF: note in section {sec.index} runs past its end")
+                if kind == _NT_GNU_BUILD_ID and data[name_at : name_at + namesz] == b"GNU\0":
+                    return sec.offset + desc_at, descsz
+                off = desc_at + (descsz + 3) // 4 * 4
+    return None
+
+
 def read_dynamic(path: str | Path) -> ElfDeps:
     """Read the architecture, DT_NEEDED, DT_SONAME, DT_RELR and needed symbol versions of an ELF file.
 
@@ -197,33 +246,12 @@ def read_dynamic(path: str | Path) -> ElfDeps:
     """
     name = str(path)
     with open(path, "rb") as f:
-        f.seek(0, 2)
-        r = _Reader(f, name, f.tell())
-        ident = r.read(0, min(16, r.size), "ELF identification")
-        if ident[:4] != _MAGIC:
-            raise r.fail(f"not an ELF file (starts with {ident[:4]!r})")
-        if len(ident) < 16:
-            raise r.fail(f"truncated ELF: only {r.size} bytes")
-        ei_class, ei_data = ident[4], ident[5]
-        if ei_class not in (_ELFCLASS32, _ELFCLASS64):
-            raise r.fail(f"malformed ELF: bad EI_CLASS {ei_class}")
-        if ei_data not in (_ELFDATA2LSB, _ELFDATA2MSB):
-            raise r.fail(f"malformed ELF: bad EI_DATA {ei_data}")
-        is64, little = ei_class == _ELFCLASS64, ei_data == _ELFDATA2LSB
-        r.endian = "<" if little else ">"
-
-        ehdr_fmt = "HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"
-        ehdr = r.read(16, struct.calcsize(ehdr_fmt), "ELF header")
-        _type, e_machine, _ver, _entry, _phoff, shoff, _flags, _ehsize, _phes, _phn, shentsize, shnum, _ = (
-            r.unpack(ehdr_fmt, ehdr)
-        )
-        machine = _machine(e_machine, is64, little)
-        sections = _sections(r, is64, shoff, shentsize, shnum)
+        r, machine, sections = _open(f, name)
 
         needed: list[str] = []
         soname: str | None = None
         relr = False
-        dyn_fmt = "qQ" if is64 else "iI"
+        dyn_fmt = "qQ" if r.is64 else "iI"
         dyn_size = struct.calcsize(dyn_fmt)
         for sec in sections:
             if sec.type != _SHT_DYNAMIC:

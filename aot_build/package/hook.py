@@ -21,28 +21,34 @@ from ..settings import load_settings, read_pyproject
 from .command import build_aot
 from .requirements import check_static, supply, torch_release
 
-TARGETS_OPTION = "aot-build-targets="
+#: ``--build-option``s the build commands accept: (option, attribute, help).
+BUILD_OPTIONS = (
+    ("aot-build-targets=", "aot_build_targets", "aot-build: comma-separated targets (over pyproject.toml)"),
+    ("aot-build-jobs=", "aot_build_jobs", "aot-build: compile worker processes (0: one per core)"),
+)
 
 
-def with_targets_option(cls: type) -> type:
-    """``cls`` accepting ``--aot-build-targets=a,b``, which is how a ``-C`` config setting
-    reaches a setuptools plugin: ``python -m build -C--build-option=--aot-build-targets=...``
-    hands it to every build command (sdist and editable ones too, which ignore it)."""
-    if any(opt[0] == TARGETS_OPTION for opt in getattr(cls, "user_options", [])):
+def with_build_options(cls: type) -> type:
+    """``cls`` accepting ``--aot-build-targets=a,b`` and ``--aot-build-jobs=N``, which is how a
+    ``-C`` config setting reaches a setuptools plugin: ``python -m build
+    -C--build-option=--aot-build-targets=...`` hands it to every build command (sdist and
+    editable ones too, which ignore it)."""
+    if any(opt[0] == BUILD_OPTIONS[0][0] for opt in getattr(cls, "user_options", [])):
         return cls
 
-    class WithTargets(cls):  # type: ignore[valid-type, misc]
+    class WithOptions(cls):  # type: ignore[valid-type, misc]
         user_options: ClassVar[list[tuple[str, str | None, str]]] = [
             *getattr(cls, "user_options", []),
-            (TARGETS_OPTION, None, "aot-build: comma-separated targets, overriding pyproject.toml"),
+            *((opt, None, text) for opt, _, text in BUILD_OPTIONS),
         ]
 
         def initialize_options(self) -> None:
             super().initialize_options()
-            self.aot_build_targets: str | None = None
+            for _, attr, _ in BUILD_OPTIONS:
+                setattr(self, attr, None)
 
-    WithTargets.__name__ = cls.__name__
-    return WithTargets
+    WithOptions.__name__ = cls.__name__
+    return WithOptions
 
 
 def with_platform_tag(cls: type) -> type:
@@ -80,7 +86,7 @@ def finalize(dist: Any) -> None:
 
         dist.cmdclass["build"] = build
     for name in ("bdist_wheel", "sdist", "editable_wheel"):
-        dist.cmdclass[name] = with_targets_option(dist.cmdclass.get(name) or dist.get_command_class(name))
+        dist.cmdclass[name] = with_build_options(dist.cmdclass.get(name) or dist.get_command_class(name))
     dist.has_ext_modules = lambda: True
     dist.cmdclass["bdist_wheel"] = with_platform_tag(dist.cmdclass["bdist_wheel"])
     release = torch_release()

@@ -1,0 +1,147 @@
+"""Compile programs in worker processes, ``jobs`` at a time, with progress.
+
+Each worker is a fresh interpreter (spawn): nothing the user's modules did to the build
+process, and no process-wide patch of one compile (the pinned vector ISA) is seen by
+another. A worker loads a saved program, compiles it with the reproducible compiler wrapper
+(:mod:`.toolchain`) and its own Inductor cache folder, and returns the library's description.
+The first failure cancels what has not started; what runs finishes; the error names the
+entry and the target.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CompileError
+from ..targets import parse_target
+from . import aoti
+from .toolchain import write_wrapper
+from .units import Compiled, Task
+
+
+@dataclass
+class Options:
+    """What every compile of a build shares."""
+
+    programs_dir: str
+    out_dir: str
+    inductor_options: dict[str, Any] = field(default_factory=dict)
+    strip: bool = True
+    #: Compiler name given to Inductor (the wrapper's); "" : Inductor's own choice.
+    cxx: str = ""
+    #: Folder on sys.path where the package's modules are (to import custom operators).
+    build_lib: str = ""
+
+
+def load_program(path: Path, module: str) -> Any:
+    """``torch.export.load``; when the program uses operators the package registers on
+    import, import its module and load again."""
+    import torch
+
+    try:
+        return torch.export.load(path)
+    except Exception:
+        if not module:
+            raise
+        importlib.import_module(module)
+        return torch.export.load(path)
+
+
+def compile_task(task: Task, opts: Options) -> Compiled:
+    """Compile one program for one target (in a worker, or in the calling process)."""
+    ep = load_program(Path(opts.programs_dir) / task.program, task.module)
+    built = aoti.compile_library(
+        ep, parse_target(task.target), opts.inductor_options, Path(opts.out_dir), opts.strip, opts.cxx
+    )
+    return Compiled(task.program, task.target, built.path.name, built.sha256, built.size, built.isa)
+
+
+def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
+    os.environ.update(env)
+    # Own Inductor cache per worker: nothing shared between concurrent compiles; the wrapper
+    # maps this path out of the library.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="w-", dir=cache_root)
+    if build_lib:
+        sys.path.insert(0, build_lib)
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+
+
+def _timed(task: Task, opts: Options) -> tuple[Compiled, float]:
+    t0 = time.perf_counter()
+    return compile_task(task, opts), time.perf_counter() - t0
+
+
+def describe_failure(task: Task, exc: BaseException) -> CompileError:
+    tb = "".join(traceback.format_exception(exc))
+    text = "\n    ".join(str(exc).strip().splitlines()[:40])
+    return CompileError(
+        f"{tb}\n{task.where} [{task.target}]: AOTInductor could not compile it: "
+        f"{type(exc).__name__}: {text}\n  see the compiler output above; check that a C++ "
+        "compiler is on PATH of the build machine and that inductor-options are valid"
+    )
+
+
+def run_tasks(
+    tasks: list[Task],
+    opts: Options,
+    jobs: int,
+    work: Path,
+    done: Callable[[Task, Compiled, float], None],
+) -> list[Compiled]:
+    """Compile ``tasks`` in ``jobs`` worker processes; ``done`` is called as each finishes.
+    Raises CompileError naming every failed entry and target (the rest cancelled)."""
+    if not tasks:
+        return []
+    name, env = write_wrapper(work / "cxx")
+    opts = Options(**{**vars(opts), "cxx": name})
+    cache_root = work / "inductor"
+    cache_root.mkdir(parents=True, exist_ok=True)
+    results: list[Compiled] = []
+    failures: list[tuple[Task, CompileError]] = []
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(
+        max_workers=max(1, min(jobs, len(tasks))),
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(env, opts.build_lib, str(cache_root)),
+    ) as pool:
+        futures = {pool.submit(_timed, t, opts): t for t in tasks}
+        for fut in cf.as_completed(futures):
+            task = futures[fut]
+            if fut.cancelled():
+                continue
+            try:
+                compiled, seconds = fut.result()
+            except cf.process.BrokenProcessPool as exc:
+                died = RuntimeError(f"the compile worker died ({exc})")
+                failures.append((task, describe_failure(task, died)))
+                break
+            except Exception as exc:
+                failures.append((task, describe_failure(task, exc)))
+                for other in futures:  # stop: what has not started never will
+                    other.cancel()
+                continue
+            results.append(compiled)
+            done(task, compiled, seconds)
+    if failures:
+        for _, error in failures:
+            print(f"\naot-build: error: {error}\n", file=sys.stderr, flush=True)
+        names = "\n  ".join(f"{t.where} [{t.target}]" for t, _ in failures)
+        raise CompileError(
+            f"{len(failures)} compile(s) failed (each error is above); the others were stopped "
+            f"and no artifacts were written:\n  {names}"
+        )
+    return results
+

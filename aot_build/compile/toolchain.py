@@ -1,0 +1,70 @@
+"""The C++ compiler as compile workers call it: build paths mapped out of the library.
+
+AOTInductor compiles sources it writes into its cache folder, and torch's headers use
+``__FILE__``: the library embeds the cache folder's path and torch's install path (a temporary
+folder in an isolated ``python -m build``), so two builds of the same program differ. A small
+wrapper put first on the workers' ``PATH``, under the compiler's own name, adds
+``-ffile-prefix-map`` for both; the command line Inductor hashes into its file names stays the
+one it would use anyway (the bare compiler name), so names do not depend on where the wrapper is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+from pathlib import Path
+
+#: Where the mapped paths point in a library (fixed, so builds agree).
+INDUCTOR_PREFIX = "/aot-build/inductor"
+TORCH_PREFIX = "/aot-build/torch"
+
+
+def real_compiler() -> str:
+    """Absolute path of the C++ compiler Inductor would use (``CXX`` or ``g++``)."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    cxx = get_cpp_compiler()
+    return shutil.which(cxx) or cxx
+
+
+def write_wrapper(folder: Path) -> tuple[str, dict[str, str]]:
+    """Write the wrapper into ``folder``; return the compiler name to give Inductor
+    (``cpp.cxx``) and the environment a worker runs with (its ``PATH``; each worker also
+    sets its own ``TORCHINDUCTOR_CACHE_DIR``, which the wrapper maps at run time)."""
+    import torch
+
+    real = real_compiler()
+    name = Path(real).name
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / name
+    torch_dir = str(Path(torch.__file__).resolve().parent)
+    script.write_text(
+        "#!/bin/sh\n"
+        "# aot_build: the C++ compiler with build paths mapped out of the output (reproducible)\n"
+        f'exec {shlex.quote(real)} "-ffile-prefix-map=${{TORCHINDUCTOR_CACHE_DIR}}={INDUCTOR_PREFIX}" '
+        f'{shlex.quote(f"-ffile-prefix-map={torch_dir}={TORCH_PREFIX}")} "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return name, {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def content_build_id(path: Path) -> None:
+    """Replace the library's GNU build ID by a hash of its own content (build ID zeroed).
+
+    The linker hashes its inputs, symbol names and paths of the objects AOTInductor links
+    included, so the ID differs between builds even where the stripped library does not; the
+    new one is as unique per content, and the same whenever the content is."""
+    from ..package.elf import build_id_span
+
+    span = build_id_span(path)
+    if span is None:
+        return
+    offset, length = span
+    data = bytearray(path.read_bytes())
+    data[offset : offset + length] = bytes(length)
+    digest = hashlib.sha1(data, usedforsecurity=False).digest()
+    data[offset : offset + length] = (digest * (length // len(digest) + 1))[:length]
+    path.write_bytes(bytes(data))
