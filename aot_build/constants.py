@@ -31,6 +31,9 @@ ENV_TARGETS = "AOT_BUILD_TARGETS"
 ENV_CACHE_DIR = "AOT_BUILD_CACHE_DIR"
 #: Overrides ``[tool.aot-build] jobs``.
 ENV_JOBS = "AOT_BUILD_JOBS"
+#: A folder of artifacts built elsewhere (``python -m aot_build assemble``): the wheel ships
+#: them instead of compiling.
+ENV_PREBUILT = "AOT_BUILD_PREBUILT"
 
 #: Name of the compile rule that exports with torch.export and compiles with AOTInductor.
 RULE_AOTI = "aoti"

@@ -383,7 +383,7 @@ class _Compiler:
             count += 1
             if self.job.progress:
                 say(
-                    f"[{count}/{total}] {task.where.split(' (')[0]} [{task.target}] {how} in "
+                    f"[{count}/{total}] {task.label} [{task.target}] {how} in "
                     f"{seconds:.1f} s, {c.size / 1e6:.2f} MB, ISA {c.isa or '-'}"
                 )
 

@@ -14,6 +14,7 @@ import concurrent.futures as cf
 import importlib
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -91,6 +92,20 @@ def describe_failure(task: Task, exc: BaseException) -> CompileError:
         f"{type(exc).__name__}: {text}\n  see the compiler output above; check that a C++ "
         "compiler is on PATH of the build machine and that inductor-options are valid"
     )
+
+
+def compile_here(tasks: list[Task], opts: Options) -> list[Compiled]:
+    """Compile ``tasks`` one after the other in this process, set up as a worker is (for a
+    process that does nothing else: a build system's action)."""
+    work = Path(tempfile.mkdtemp(prefix="aot-build-"))
+    try:
+        name, env = write_wrapper(work / "cxx")
+        (work / "inductor").mkdir()
+        _init_worker(env, opts.build_lib, str(work / "inductor"))
+        opts = Options(**{**vars(opts), "cxx": name})
+        return [compile_task(t, opts) for t in tasks]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def run_tasks(

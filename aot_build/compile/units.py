@@ -97,6 +97,8 @@ class Task:
     #: operators the package registers).
     where: str = field(compare=False)
     module: str = field(compare=False)
+    #: "module:qualname" and the variant's pinned sizes, for progress lines.
+    label: str = field(compare=False, default="")
 
 
 @dataclass
@@ -138,10 +140,12 @@ def tasks_of(exported: list[ExportedEntry], targets: list[Target]) -> list[Task]
     seen: dict[tuple[str, str], Task] = {}
     for ex in exported:
         module = ex.entry.module
-        for programs in ex.programs:
+        for variant, programs in zip(ex.entry.variants, ex.programs, strict=True):
+            pinned = ", ".join(f"{k}={v}" for k, v in variant.pinned.items())
+            label = ex.key + (f" ({pinned})" if pinned else "")
             for t in targets:
                 program = programs[t.device]
-                seen.setdefault((program, t.name), Task(program, t.name, ex.where, module))
+                seen.setdefault((program, t.name), Task(program, t.name, ex.where, module, label))
     return list(seen.values())
 
 

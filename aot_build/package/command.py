@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,12 +14,36 @@ from typing import ClassVar
 from setuptools import Command
 from setuptools.errors import SetupError
 
-from ..constants import ARTIFACT_DIR
+from ..constants import ARTIFACT_DIR, ENV_PREBUILT, MANIFEST_NAME
 from ..discover import list_modules
-from ..errors import ConfigError
+from ..errors import ConfigError, ManifestError
+from ..load.artifacts import verify
+from ..manifest import Manifest
 from ..settings import Settings, cache_dir, parse_jobs, parse_size
 from .elf import ElfError, read_dynamic
 from .platform_tag import PlatformTagError, platform_tag, torch_provided_libs
+
+
+def checked_prebuilt(folder: Path) -> Path:
+    """``folder`` as given by AOT_BUILD_PREBUILT (artifacts built by ``python -m aot_build
+    assemble``, e.g. by the Bazel rules), once every manifest in it reads and every file it
+    lists is there with its sha256."""
+    manifests = sorted(folder.rglob(f"{ARTIFACT_DIR}/{MANIFEST_NAME}"))
+    if not manifests:
+        raise SetupError(
+            f"aot-build: {ENV_PREBUILT}={folder}: no {ARTIFACT_DIR}/{MANIFEST_NAME} under it; point "
+            "it at the output folder of python -m aot_build assemble"
+        )
+    for path in manifests:
+        try:
+            manifest = Manifest.read(path)
+        except ManifestError as exc:
+            raise SetupError(f"aot-build: {ENV_PREBUILT}: {exc}") from exc
+        for name, record in manifest.files.items():
+            problem = verify(path.parent / name, record.sha256)
+            if problem:
+                raise SetupError(f"aot-build: {ENV_PREBUILT}: {path}: {problem}; no wheel was written")
+    return folder
 
 
 def wheel_platform(libs: list[Path]) -> str:
@@ -76,39 +101,62 @@ class build_aot(Command):
             except ConfigError as exc:
                 raise SetupError(f"aot-build: {exc}") from exc
         cache = cache_dir(self.settings, self.project_dir)
+        prebuilt = os.environ.get(ENV_PREBUILT, "").strip()
         with tempfile.TemporaryDirectory(prefix="aot-build-") as tmp:
-            staging = Path(tmp) / "out"
-            staging.mkdir()
-            job = {
-                "build_lib": str(build_lib),
-                "packages": packages,
-                "modules": modules,
-                "targets": targets,
-                "optional_targets": self.settings.optional_targets,
-                "inductor_options": self.settings.inductor_options,
-                "strip": self.settings.strip,
-                "out_dir": str(staging),
-                "cache_dir": str(cache or ""),
-                "cache_max_bytes": parse_size(self.settings.cache_max_size) or 0,
-                "jobs": jobs,
-                "progress": self.settings.progress,
-            }
-            config = Path(tmp) / "job.json"
-            config.write_text(json.dumps(job))
-            proc = subprocess.run([sys.executable, "-m", "aot_build.compile", str(config)], cwd=tmp)
-            if proc.returncode != 0:
-                raise SetupError(
-                    "aot-build: compiling @aot_entry functions failed (see the message above); "
-                    "no wheel was written"
-                )
+            if prebuilt:
+                staging = checked_prebuilt(Path(prebuilt))
+                print(f"aot-build: {ENV_PREBUILT}: shipping the artifacts built in {staging}")
+            else:
+                staging = Path(tmp) / "out"
+                staging.mkdir()
+                self.compile(build_lib, packages, modules, targets, jobs, cache, staging)
             for stale in list(build_lib.rglob(ARTIFACT_DIR)):  # of an earlier build
                 shutil.rmtree(stale)
             # One _aot_build folder per package root (namespace packages hold none).
             for src in sorted(staging.rglob(ARTIFACT_DIR)):
                 dest = build_lib / src.relative_to(staging)
-                shutil.copytree(src, dest)
-                self.outputs += [str(p) for p in dest.iterdir()]
+                dest.mkdir(parents=True)
+                for f in sorted(src.iterdir()):
+                    # contents only: modes and times of the build's own files (a Bazel
+                    # output is read-only) would make wheels differ
+                    shutil.copyfile(f, dest / f.name)
+                    (dest / f.name).chmod(0o644)
+                    self.outputs.append(str(dest / f.name))
             libs = sorted(build_lib.rglob(f"{ARTIFACT_DIR}/*.so"))
             type(self).platform_tag = wheel_platform(libs) if libs else None
             if libs:
                 print(f"aot-build: wheel platform tag {self.platform_tag} (what its libraries need)")
+
+    def compile(
+        self,
+        build_lib: Path,
+        packages: list[str],
+        modules: list[str],
+        targets: list[str],
+        jobs: int,
+        cache: Path | None,
+        staging: Path,
+    ) -> None:
+        """Run the compile child process (see aot_build.compile.driver) into ``staging``."""
+        job = {
+            "build_lib": str(build_lib),
+            "packages": packages,
+            "modules": modules,
+            "targets": targets,
+            "optional_targets": self.settings.optional_targets,
+            "inductor_options": self.settings.inductor_options,
+            "strip": self.settings.strip,
+            "out_dir": str(staging),
+            "cache_dir": str(cache or ""),
+            "cache_max_bytes": parse_size(self.settings.cache_max_size) or 0,
+            "jobs": jobs,
+            "progress": self.settings.progress,
+        }
+        config = staging.parent / "job.json"
+        config.write_text(json.dumps(job))
+        proc = subprocess.run([sys.executable, "-m", "aot_build.compile", str(config)], cwd=staging.parent)
+        if proc.returncode != 0:
+            raise SetupError(
+                "aot-build: compiling @aot_entry functions failed (see the message above); "
+                "no wheel was written"
+            )

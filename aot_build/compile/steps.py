@@ -1,0 +1,123 @@
+"""The build's units as separate commands (``python -m aot_build export|compile|assemble``),
+for build systems that run each unit as its own action: the Bazel rules in ``rules/``.
+
+Each command reads only what it is given (the project's sources and pyproject.toml, the
+files of earlier steps) and writes only into its output folder; the files are those of
+:mod:`.units`, and the code that makes them is the setuptools build's own.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from ..constants import MANIFEST_NAME
+from ..discover import discover_entries, list_modules
+from ..errors import CompileError
+from ..names import package_root
+from ..settings import Settings, load_settings
+from ..targets import Target, parse_target
+from .driver import Job, _artifact_folder, _Compiler
+from .pool import Options, compile_here
+from .units import ExportedEntry, assemble, read_compiled, tasks_of, write_compiled
+
+
+def _settings(project: Path) -> Settings:
+    return load_settings(project, environ={}) or Settings()
+
+
+def _targets(names: list[str]) -> list[Target]:
+    try:
+        return [parse_target(n) for n in names]
+    except ValueError as exc:
+        raise CompileError(f"targets: {exc}") from exc
+
+
+def _compiler(project: Path, path: Path, targets: list[str]) -> _Compiler:
+    s = _settings(project)
+    job = Job(
+        build_lib=str(path),
+        packages=[],
+        modules=[],
+        targets=targets,
+        inductor_options=s.inductor_options,
+        strip=s.strip,
+    )
+    return _Compiler(job)
+
+
+def entries(project: Path, path: Path) -> list[str]:
+    """The entry keys of the project's packages under ``path`` (for a BUILD file)."""
+    s = _settings(project)
+    packages = sorted(
+        ".".join(p.relative_to(path).parent.parts) for p in path.rglob("__init__.py")
+    )
+    modules = s.modules or list_modules(path, packages, s.exclude)
+    sys.path.insert(0, str(path))
+    return [e.key for e in discover_entries(modules, packages, path)]
+
+
+def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -> None:
+    """Export the entry ``key`` ("module:qualname") for the devices of ``targets`` into ``out``."""
+    module = key.partition(":")[0]
+    compiler = _compiler(project, path, targets)
+    sys.path.insert(0, str(path))
+    found = [e for e in discover_entries([module], [package_root(module)], path) if e.key == key]
+    if not found:
+        raise CompileError(
+            f"{key}: no @aot_entry of that name in module {module!r} under {path}; list the "
+            "entries with: python -m aot_build entries PROJECT"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    compiler.programs = out
+    devices = sorted({t.device for t in _targets(targets)})
+    exported = compiler.export_entry(found[0], devices)
+    if compiler.unsaved:
+        raise CompileError(
+            f"{exported.where}: torch.export.save cannot save its program (see the note above); "
+            "a separate compile step needs it saved. Build this package with python -m build"
+        )
+    exported.write(out)
+
+
+def compile_programs(project: Path, path: Path, exported_dir: Path, target: str, out: Path) -> None:
+    """Compile the programs ``exported_dir`` holds for ``target`` into ``out``."""
+    s = _settings(project)
+    exported = ExportedEntry.read(exported_dir)
+    tasks = tasks_of([exported], _targets([target]))
+    out.mkdir(parents=True, exist_ok=True)
+    opts = Options(
+        programs_dir=str(exported_dir),
+        out_dir=str(out),
+        inductor_options=s.inductor_options,
+        strip=s.strip,
+        build_lib=str(path),
+    )
+    write_compiled(out, compile_here(tasks, opts))
+
+
+def assemble_folders(
+    exported_dirs: list[Path], compiled_dirs: list[Path], targets: list[str], out: Path
+) -> None:
+    """Join the exported records and compiled libraries into each package's artifact folder."""
+    exported = [ExportedEntry.read(d) for d in exported_dirs]
+    compiled, where = [], {}
+    for d in compiled_dirs:
+        for c in read_compiled(d):
+            compiled.append(c)
+            where[c.file] = d
+    compiler = _compiler(Path(), Path(), targets)
+    try:
+        manifests = assemble(exported, compiled, _targets(targets), compiler.header())
+    except KeyError as exc:
+        raise CompileError(
+            f"no compiled library for program {exc.args[0][0]} and target {exc.args[0][1]}: "
+            "give assemble the compile output of every entry and target"
+        ) from exc
+    for top, manifest in sorted(manifests.items()):
+        folder = _artifact_folder(out, top)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in manifest.files:
+            shutil.copyfile(where[name] / name, folder / name)
+        manifest.write(folder / MANIFEST_NAME)
