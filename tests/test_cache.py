@@ -97,7 +97,9 @@ def test_settings_and_location(tmp_path: Path) -> None:
     assert cache_dir(Settings(cache=False), tmp_path, {"AOT_BUILD_CACHE_DIR": "/y"}) is None
 
 
-def _compile(tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
+def _compile(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], **job: Any
+) -> tuple[dict[str, Any], str]:
     build_lib = tmp_path / "build_lib"
     if not build_lib.exists():
         shutil.copytree(SAMPLE_PROJECTS / "shim_pkg", build_lib, ignore=shutil.ignore_patterns("__pycache__"))
@@ -110,6 +112,7 @@ def _compile(tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]) ->
         targets=["cpu-baseline"],
         out_dir=str(out),
         cache_dir=str(cache),
+        **job,
     )
     for name in [n for n in sys.modules if n.startswith("shim_pkg")]:
         del sys.modules[name]
@@ -152,3 +155,7 @@ def test_rebuild_compiles_only_what_changed(
     energy = [a["file"] for v in third["entries"]["shim_pkg.ops:energy"]["variants"] for a in v["artifacts"]]
     before = [a["file"] for v in first["entries"]["shim_pkg.ops:energy"]["variants"] for a in v["artifacts"]]
     assert set(affine) <= set(first["files"]) and energy != before
+
+    quiet, log4 = _compile(tmp_path, cache, capsys, progress=False)
+    assert quiet == third and "2 hit(s), 0 compiled" in log4
+    assert "[1/2]" not in log4 and "from the build cache in" not in log4  # no line per program

@@ -21,7 +21,7 @@ import torch
 import torch._inductor
 
 from ..targets import Target, compile_options
-from .isa import pinned_vec_isa
+from .isa import pinned_vec_isa, small_loops_serial
 from .toolchain import content_build_id
 
 
@@ -64,7 +64,7 @@ def compile_library(
         options["cpp.cxx"] = (cxx,)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         pt2 = Path(tmp) / "entry.pt2"
-        with pinned_vec_isa(target):
+        with pinned_vec_isa(target), small_loops_serial():
             torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2), inductor_configs=options)
         with zipfile.ZipFile(pt2) as zf:
             libs = [n for n in zf.namelist() if n.endswith(".so")]

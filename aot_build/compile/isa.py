@@ -1,4 +1,5 @@
-"""Pin the vector ISA Inductor compiles for, whatever CPU the build runs on.
+"""Pin the vector ISA Inductor compiles for, whatever CPU the build runs on (and keep small
+loops serial, see :func:`small_loops_serial`).
 
 Inductor picks the best ISA of the build host (AVX-512 with VNNI, BF16 or AMX where present)
 and adds its flags to the compiler command line; ``cpp.simdlen`` only chooses among those
@@ -58,3 +59,29 @@ def pinned_vec_isa(target: Target) -> Iterator[None]:
         yield
     finally:
         cpu_vec_isa.valid_vec_isa_list = original  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def small_loops_serial() -> Iterator[None]:
+    """While active, Inductor leaves a loop nest too small to split across threads serial.
+
+    CPU targets are built with ``cpp.dynamic_threads`` (see ``targets.CPU_THREAD_OPTIONS``),
+    under which Inductor opens an OpenMP region for *every* loop nest, however small ("let
+    the runtime decide"). A compiled call would then enter OpenMP on every kernel: a cost per
+    call, and a hang in a process forked after its parent used OpenMP (a multiprocessing fork
+    pool), where eager torch runs such small ops serially. The depth is decided as without
+    dynamic threads; the regions that remain still size their buffers at run time."""
+    from torch._inductor import config
+    from torch._inductor.codegen.cpp import CppKernel
+
+    original = CppKernel.decide_parallel_depth
+
+    def decide(self: Any, max_parallel_depth: Any, threads: int) -> Any:
+        with config.patch({"cpp.dynamic_threads": False}):
+            return original(self, max_parallel_depth, threads)
+
+    CppKernel.decide_parallel_depth = decide  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        CppKernel.decide_parallel_depth = original  # type: ignore[method-assign]
