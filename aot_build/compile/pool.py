@@ -116,7 +116,7 @@ def run_tasks(
     done: Callable[[Task, Compiled, float], None],
 ) -> list[Compiled]:
     """Compile ``tasks`` in ``jobs`` worker processes; ``done`` is called as each finishes.
-    Raises CompileError naming every failed entry and target (the rest cancelled)."""
+    Raises CompileError naming every failed entry and target; after a failure nothing new starts."""
     if not tasks:
         return []
     name, env = write_wrapper(work / "cxx")
@@ -126,30 +126,39 @@ def run_tasks(
     results: list[Compiled] = []
     failures: list[tuple[Task, CompileError]] = []
     ctx = multiprocessing.get_context("spawn")
+    workers = max(1, min(jobs, len(tasks)))
     with cf.ProcessPoolExecutor(
-        max_workers=max(1, min(jobs, len(tasks))),
+        max_workers=workers,
         mp_context=ctx,
         initializer=_init_worker,
         initargs=(env, opts.build_lib, str(cache_root)),
     ) as pool:
-        futures = {pool.submit(_timed, t, opts): t for t in tasks}
-        for fut in cf.as_completed(futures):
-            task = futures[fut]
-            if fut.cancelled():
-                continue
-            try:
-                compiled, seconds = fut.result()
-            except cf.process.BrokenProcessPool as exc:
-                died = RuntimeError(f"the compile worker died ({exc})")
-                failures.append((task, describe_failure(task, died)))
+        # At most `workers` tasks handed out at a time (the executor would queue more ahead
+        # of its workers, and a queued task cannot be taken back): after a failure nothing
+        # new starts, and what runs finishes.
+        queue = list(reversed(tasks))
+        running: dict[cf.Future[tuple[Compiled, float]], Task] = {}
+        while queue or running:
+            while queue and not failures and len(running) < workers:
+                task = queue.pop()
+                running[pool.submit(_timed, task, opts)] = task
+            if not running:
                 break
-            except Exception as exc:
-                failures.append((task, describe_failure(task, exc)))
-                for other in futures:  # stop: what has not started never will
-                    other.cancel()
-                continue
-            results.append(compiled)
-            done(task, compiled, seconds)
+            finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+            for fut in finished:
+                task = running.pop(fut)
+                try:
+                    compiled, seconds = fut.result()
+                except cf.process.BrokenProcessPool as exc:
+                    died = RuntimeError(f"the compile worker died ({exc})")
+                    failures.append((task, describe_failure(task, died)))
+                    queue.clear()
+                    continue
+                except Exception as exc:
+                    failures.append((task, describe_failure(task, exc)))
+                    continue
+                results.append(compiled)
+                done(task, compiled, seconds)
     if failures:
         for _, error in failures:
             print(f"\naot-build: error: {error}\n", file=sys.stderr, flush=True)
