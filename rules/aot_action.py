@@ -16,8 +16,9 @@ everything it writes is the declared output or the scratch folder, which it remo
 TMPDIR, XDG_CACHE_HOME and TORCHINDUCTOR_CACHE_DIR point into the scratch folder, so nothing
 lands in /tmp or in a user's cache, whatever the sandbox allows.
 
-Standard library only (besides the toolchain check): it runs before anything is imported
-from the project.
+The steps run in this process (``aot_build.__main__.main``), after the environment is set:
+torch reads TMPDIR and TORCHINDUCTOR_CACHE_DIR when it is imported. The wheel step runs
+``python -m build`` as a child process and prints its output only when it fails.
 """
 
 from __future__ import annotations

@@ -110,15 +110,17 @@ def _project_args(args, pairs, pyproject, path):
         args.add(rel)
 
 def _new_args(ctx, tool, command, out):
-    """Arguments of one action: the wrapper, its command, its scratch folder (a sibling of the
-    declared output, removed when the action ends). Long lists go into a params file."""
+    """The arguments of one action: the wrapper and its command, then the rest (in a params
+    file when the command line gets too long, e.g. for a package of many files). Scratch
+    space: a sibling folder of the declared output, removed when the action ends."""
+    head = ctx.actions.args()
+    head.add(tool)
+    head.add(command)
     args = ctx.actions.args()
     args.use_param_file("@%s", use_always = False)
     args.set_param_file_format("multiline")
-    args.add(tool)
-    args.add(command)
     args.add("--scratch", out.path + ".scratch")
-    return args
+    return head, args
 
 def _check_path(path):
     if path.startswith("/") or ".." in path.split("/"):
@@ -142,6 +144,13 @@ def _aot_artifacts_impl(ctx):
     if len(ctx.attr.targets) != len({t: None for t in ctx.attr.targets}):
         fail("aot_build: targets lists a target twice")
     for t in ctx.attr.targets:
+        if t == "cpu":
+            fail("aot_build: targets: name the CPU targets, e.g. [\"cpu-avx2\", \"cpu-baseline\"] " +
+                 "(what \"cpu\" stands for on x86_64; cpu-baseline elsewhere): an action's " +
+                 "outputs may not depend on the machine that runs it")
+        if t == "cpu-host":
+            fail("aot_build: targets: \"cpu-host\" is the CPU of whichever machine runs the " +
+                 "action (a remote worker, a cache entry's author); name the level, e.g. \"cpu-avx2\"")
         if not t or "/" in t or "," in t:
             fail("aot_build: bad target name %r" % t)
 
@@ -154,14 +163,14 @@ def _aot_artifacts_impl(ctx):
     for key in ctx.attr.entries:
         module, _, qualname = key.partition(":")
         exported = ctx.actions.declare_directory(base + "export/%s/%s" % (module, qualname))
-        args = _new_args(ctx, tool, "export", exported)
+        head, args = _new_args(ctx, tool, "export", exported)
         _project_args(args, pairs, pyproject, ctx.attr.path)
         args.add("--entry", key)
         args.add("--targets", targets)
         args.add("--out", exported.path)
         ctx.actions.run(
             executable = python,
-            arguments = [args],
+            arguments = [head, args],
             inputs = [tool] + project_inputs,
             outputs = [exported],
             env = env,
@@ -171,14 +180,14 @@ def _aot_artifacts_impl(ctx):
         exported_dirs.append(exported)
         for target in ctx.attr.targets:
             compiled = ctx.actions.declare_directory(base + "compile/%s/%s/%s" % (target, module, qualname))
-            args = _new_args(ctx, tool, "compile", compiled)
+            head, args = _new_args(ctx, tool, "compile", compiled)
             _project_args(args, pairs, pyproject, ctx.attr.path)
             args.add("--exported", exported.path)
             args.add("--target", target)
             args.add("--out", compiled.path)
             ctx.actions.run(
                 executable = python,
-                arguments = [args],
+                arguments = [head, args],
                 inputs = [tool, exported] + project_inputs,
                 outputs = [compiled],
                 env = env,
@@ -188,7 +197,7 @@ def _aot_artifacts_impl(ctx):
             compiled_dirs.append(compiled)
 
     folder = ctx.actions.declare_directory(ctx.label.name)
-    args = _new_args(ctx, tool, "assemble", folder)
+    head, args = _new_args(ctx, tool, "assemble", folder)
     for d in exported_dirs:
         args.add("--exported", d.path)
     for d in compiled_dirs:
@@ -197,7 +206,7 @@ def _aot_artifacts_impl(ctx):
     args.add("--out", folder.path)
     ctx.actions.run(
         executable = python,
-        arguments = [args],
+        arguments = [head, args],
         inputs = [tool] + exported_dirs + compiled_dirs,
         outputs = [folder],
         env = env,
@@ -263,13 +272,13 @@ def _aot_wheel_impl(ctx):
     pairs, pyproject = _project_files(ctx)
     artifacts = ctx.attr.artifacts[AotArtifactsInfo].folder
     out = ctx.actions.declare_directory(ctx.label.name)
-    args = _new_args(ctx, tool, "wheel", out)
+    head, args = _new_args(ctx, tool, "wheel", out)
     _project_args(args, pairs, pyproject, ".")
     args.add("--artifacts", artifacts.path)
     args.add("--out", out.path)
     ctx.actions.run(
         executable = python,
-        arguments = [args],
+        arguments = [head, args],
         inputs = [tool, artifacts, pyproject] + [f for f, _ in pairs],
         outputs = [out],
         env = env,

@@ -135,6 +135,49 @@ def isolated_build(project: Path, dest: Path, aot_build_wheel: Path, inductor_ca
     return BuiltDists(sdist, wheel, proc.stdout + proc.stderr)
 
 
+#: The cold builds' SOURCE_DATE_EPOCH: the Bazel rules' default (rules/aot_build.bzl), so
+#: test_bazel compares its wheel with them; and the targets rules/example builds.
+COLD_EPOCH = "315532800"
+COLD_TARGETS = "cpu-avx2,cpu-baseline"
+
+
+@dataclass(frozen=True)
+class ColdWheel:
+    wheel: Path
+    log: str
+
+
+@pytest.fixture(scope="session")
+def cold_wheels(e2e_dir: Path, aot_build_wheel: Path) -> tuple[ColdWheel, ColdWheel]:
+    """Two real isolated ``python -m build --wheel`` runs of example_pkg from two source
+    folders, each with empty aot-build and Inductor caches (so everything compiles, in two
+    workers), the same SOURCE_DATE_EPOCH and targets, and setuptools pinned to this
+    environment's (its version is written into the wheel; test_bazel's wheel is built with
+    this environment's)."""
+    from importlib.metadata import version
+
+    pins = e2e_dir / "cold-constraints.txt"
+    pins.write_text(f"setuptools=={version('setuptools')}\n", encoding="utf-8")
+    out = []
+    for name in ("cold-a", "cold-b"):
+        root = e2e_dir / name
+        src = copy_project(EXAMPLE_PROJECT, root / "example_pkg")
+        env = build_env(
+            aot_build_wheel.parent,
+            SOURCE_DATE_EPOCH=COLD_EPOCH,
+            AOT_BUILD_TARGETS=COLD_TARGETS,
+            AOT_BUILD_CACHE_DIR=str(root / "aot-build-cache"),
+            TORCHINDUCTOR_CACHE_DIR=str(root / "inductor-cache"),
+            AOT_BUILD_JOBS="2",
+            PIP_CONSTRAINT=str(pins),
+        )
+        cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", root / "dist", "."]
+        proc = run(cmd, cwd=src, env=env, timeout=1800)
+        (wheel,) = (root / "dist").glob("*.whl")
+        out.append(ColdWheel(wheel, proc.stdout + proc.stderr))
+    return out[0], out[1]
+
+
 @pytest.fixture(scope="session")
 def example_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
     """example_pkg's sdist and wheel (isolated build)."""

@@ -1,11 +1,11 @@
 """The C++ compiler as compile workers call it: build paths mapped out of the library.
 
-AOTInductor compiles sources it writes into its cache folder, and torch's headers use
-``__FILE__``: the library embeds the cache folder's path and torch's install path (a temporary
-folder in an isolated ``python -m build``), so two builds of the same program differ. A small
-wrapper put first on the workers' ``PATH``, under the compiler's own name, adds
-``-ffile-prefix-map`` for both; the command line Inductor hashes into its file names stays the
-one it would use anyway (the bare compiler name), so names do not depend on where the wrapper is.
+AOTInductor compiles sources it writes into its cache folder under names hashed from their
+compile command (which holds torch's include path), and torch's headers use ``__FILE__``: the
+library embeds the cache folder's path, the source's hashed name and torch's install path (a
+temporary folder in an isolated ``python -m build``), so two builds of the same program
+differ. A small wrapper put first on the workers' ``PATH``, under the compiler's own name,
+adds ``-ffile-prefix-map`` for all three; Inductor keeps calling the bare compiler name.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 #: Where the mapped paths point in a library (fixed, so builds agree).
 INDUCTOR_PREFIX = "/aot-build/inductor"
 TORCH_PREFIX = "/aot-build/torch"
+SOURCE_PREFIX = "/aot-build/source"
 
 
 def real_compiler() -> str:
@@ -43,6 +44,12 @@ def write_wrapper(folder: Path) -> tuple[str, dict[str, str]]:
     script.write_text(
         "#!/bin/sh\n"
         "# aot_build: the C++ compiler with build paths mapped out of the output (reproducible)\n"
+        "# Inductor names each source by a hash of its command line, which holds torch's include\n"
+        "# path: map every source to its plain role (wrapper.cpp, kernel.cpp).\n"
+        'for a in "$@"; do\n'
+        '  case $a in *.cpp|*.cc|*.c) b=${a##*/}; set -- "$@" "-ffile-prefix-map=$a='
+        f'{SOURCE_PREFIX}/${{b#*.}}";; esac\n'
+        "done\n"
         f'exec {shlex.quote(real)} "-ffile-prefix-map=${{TORCHINDUCTOR_CACHE_DIR}}={INDUCTOR_PREFIX}" '
         f'{shlex.quote(f"-ffile-prefix-map={torch_dir}={TORCH_PREFIX}")} "$@"\n',
         encoding="utf-8",

@@ -39,9 +39,17 @@ def _zeros(t: Any) -> Any:
 
 def program_bytes(ep: torch.export.ExportedProgram) -> bytes:
     """The exported program as ``torch.export.save`` writes it, its example inputs replaced
-    by zeros of the same shapes, strides and dtypes: AOTInductor needs them, their values are
-    often random, and they change nothing in the compiled code."""
+    by zeros of the same shapes, strides and dtypes (AOTInductor needs them, their values are
+    often random, and they change nothing in the compiled code) and without stack traces."""
     saved = ep._example_inputs
+    # Stack traces name the source files by absolute path (the build folder, a temporary
+    # one in an isolated build): left in, no two builds would agree on the bytes.
+    traces = {}
+    for gm in ep.graph_module.modules():
+        if isinstance(gm, torch.fx.GraphModule):
+            for node in gm.graph.nodes:
+                if "stack_trace" in node.meta:
+                    traces[node] = node.meta.pop("stack_trace")
     try:
         if saved is not None:
             ep._example_inputs = torch.utils._pytree.tree_map(_zeros, saved)
@@ -50,6 +58,8 @@ def program_bytes(ep: torch.export.ExportedProgram) -> bytes:
         return buf.getvalue()
     finally:
         ep._example_inputs = saved
+        for node, trace in traces.items():
+            node.meta["stack_trace"] = trace
 
 
 def program_name(data: bytes) -> str:
