@@ -71,13 +71,15 @@ def _bazel(work: Path, disk: Path, clean: bool) -> dict[str, Any]:
     """``bazel build //:wheel`` in a copy of rules/example (see rules/README.md)."""
     ws = work / "rules" / "example"
     if not ws.exists():
-        shutil.copytree(REPO / "rules", work / "rules")
+        shutil.copytree(
+            REPO / "rules", work / "rules", ignore=shutil.ignore_patterns("bazel-*", "user.bazelrc")
+        )
         shutil.copytree(
             REPO / "example_pkg",
             work / "example_pkg",
             ignore=shutil.ignore_patterns("dist", "build", "*.egg-info"),
         )
-    root = ["bazel", f"--output_user_root={work / 'bazel-root'}"]
+    root = ["bazel", f"--output_user_root={work / 'bazel-root'}", "--nohome_rc"]
     if clean:
         subprocess.run([*root, "clean"], cwd=ws, capture_output=True)
     t0 = time.perf_counter()
@@ -135,7 +137,7 @@ def main() -> int:
                 )
         for root in work.glob("bz-*/bazel-root"):
             subprocess.run(
-                ["bazel", f"--output_user_root={root}", "shutdown"],
+                ["bazel", f"--output_user_root={root}", "--nohome_rc", "shutdown"],
                 cwd=root.parent / "rules" / "example",
                 capture_output=True,
             )

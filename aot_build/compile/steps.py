@@ -18,7 +18,7 @@ from ..errors import CompileError
 from ..names import package_root
 from ..settings import Settings, load_settings
 from ..targets import Target, parse_target
-from .driver import Job, _artifact_folder, _Compiler
+from .driver import Job, _artifact_folder, _Compiler, check_toolchain
 from .pool import Options, compile_here
 from .units import ExportedEntry, assemble, read_compiled, tasks_of, write_compiled
 
@@ -84,6 +84,7 @@ def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -
 def compile_programs(project: Path, path: Path, exported_dir: Path, target: str, out: Path) -> None:
     """Compile the programs ``exported_dir`` holds for ``target`` into ``out``."""
     s = _settings(project)
+    check_toolchain(s.strip)
     exported = ExportedEntry.read(exported_dir)
     tasks = tasks_of([exported], _targets([target]))
     out.mkdir(parents=True, exist_ok=True)
