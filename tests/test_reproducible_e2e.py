@@ -1,12 +1,16 @@
-"""Reproducible wheels, end to end: two real isolated ``python -m build --wheel`` runs of
-example_pkg (conftest ``cold_wheels``: different source folders, isolated environments and
-Inductor cache folders, both from empty caches) give byte-identical wheels."""
+"""Reproducible wheels and the build cache, end to end: two real isolated ``python -m build
+--wheel`` runs of example_pkg (conftest ``cold_wheels``: different source folders, isolated
+environments and Inductor cache folders, both from empty caches) give byte-identical wheels;
+a rebuild with one entry changed compiles that entry only."""
 
 from __future__ import annotations
 
+import sys
 import zipfile
+from pathlib import Path
 
-from conftest import ColdWheel
+from conftest import COLD_EPOCH, COLD_TARGETS, ColdWheel
+from helpers import build_env, run
 
 
 def test_two_cold_builds_give_byte_identical_wheels(cold_wheels: tuple[ColdWheel, ColdWheel]) -> None:
@@ -24,3 +28,38 @@ def test_two_cold_builds_give_byte_identical_wheels(cold_wheels: tuple[ColdWheel
         assert len({zi.date_time for zi in a.infolist()}) == 1  # all from SOURCE_DATE_EPOCH
     assert one.wheel.name == two.wheel.name
     assert one.wheel.read_bytes() == two.wheel.read_bytes()
+
+
+def test_one_entry_changed_recompiles_only_that_entry(
+    cold_wheels: tuple[ColdWheel, ColdWheel], e2e_dir: Path, aot_build_wheel: Path
+) -> None:
+    """A rebuild of the first cold build's source with one entry edited, in a new isolated
+    environment (torch at another path) with that build's cache: the edited entry's two
+    libraries compile, the other ten come from the cache, and the wheel differs only there."""
+    root = e2e_dir / "cold-a"
+    src = root / "example_pkg"
+    pre = src / "example_pkg" / "preprocess.py"
+    text = pre.read_text(encoding="utf-8")
+    edited = text.replace("return (images - mean) / std", "return (images - mean) / std * 2.0")
+    assert edited != text
+    pre.write_text(edited, encoding="utf-8")
+    env = build_env(
+        aot_build_wheel.parent,
+        SOURCE_DATE_EPOCH=COLD_EPOCH,
+        AOT_BUILD_TARGETS=COLD_TARGETS,
+        AOT_BUILD_CACHE_DIR=str(root / "aot-build-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(root / "inductor-cache-2"),
+        PIP_CONSTRAINT=str(e2e_dir / "cold-constraints.txt"),
+    )
+    out = root / "dist-edited"
+    cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", out, "."]
+    proc = run(cmd, cwd=src, env=env, timeout=1800)
+    log = proc.stdout + proc.stderr
+    assert "10 hit(s), 2 compiled" in log, log[-3000:]
+    assert "example_pkg.preprocess:normalize [cpu-avx2] compiled in" in log
+    assert "example_pkg.blocks:mlp_block [cpu-avx2] from the build cache" in log
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(cold_wheels[0].wheel) as a, zipfile.ZipFile(wheel) as b:
+        libs_a = {n for n in a.namelist() if n.endswith(".so")}
+        libs_b = {n for n in b.namelist() if n.endswith(".so")}
+    assert len(libs_a - libs_b) == 2 and len(libs_b - libs_a) == 2  # normalize, two targets
