@@ -147,34 +147,39 @@ class ColdWheel:
     log: str
 
 
-@pytest.fixture(scope="session")
-def cold_wheels(e2e_dir: Path, aot_build_wheel: Path) -> tuple[ColdWheel, ColdWheel]:
-    """Two real isolated ``python -m build --wheel`` runs of example_pkg from two source
-    folders, each with empty aot-build and Inductor caches (so everything compiles, in two
-    workers), the same SOURCE_DATE_EPOCH and targets, and setuptools pinned to this
+def cold_build(root: Path, aot_build_wheel: Path, inductor_cache: str, jobs: str = "") -> ColdWheel:
+    """A real isolated ``python -m build --wheel`` of ``root/example_pkg`` with the build
+    cache ``root/aot-build-cache``, COLD_EPOCH and COLD_TARGETS, and setuptools pinned to this
     environment's (its version is written into the wheel; test_bazel's wheel is built with
     this environment's)."""
     from importlib.metadata import version
 
-    pins = e2e_dir / "cold-constraints.txt"
+    pins = root.parent / "cold-constraints.txt"
     pins.write_text(f"setuptools=={version('setuptools')}\n", encoding="utf-8")
+    env = build_env(
+        aot_build_wheel.parent,
+        SOURCE_DATE_EPOCH=COLD_EPOCH,
+        AOT_BUILD_TARGETS=COLD_TARGETS,
+        AOT_BUILD_CACHE_DIR=str(root / "aot-build-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(root / inductor_cache),
+        PIP_CONSTRAINT=str(pins),
+        **({"AOT_BUILD_JOBS": jobs} if jobs else {}),
+    )
+    out = root / f"dist-{inductor_cache}"
+    cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", out, "."]
+    proc = run(cmd, cwd=root / "example_pkg", env=env, timeout=1800)
+    (wheel,) = out.glob("*.whl")
+    return ColdWheel(wheel, proc.stdout + proc.stderr)
+
+
+@pytest.fixture(scope="session")
+def cold_wheels(e2e_dir: Path, aot_build_wheel: Path) -> tuple[ColdWheel, ColdWheel]:
+    """Two cold builds (:func:`cold_build`) of example_pkg from two source folders, each
+    with empty aot-build and Inductor caches (so everything compiles, in two workers)."""
     out = []
     for name in ("cold-a", "cold-b"):
-        root = e2e_dir / name
-        src = copy_project(EXAMPLE_PROJECT, root / "example_pkg")
-        env = build_env(
-            aot_build_wheel.parent,
-            SOURCE_DATE_EPOCH=COLD_EPOCH,
-            AOT_BUILD_TARGETS=COLD_TARGETS,
-            AOT_BUILD_CACHE_DIR=str(root / "aot-build-cache"),
-            TORCHINDUCTOR_CACHE_DIR=str(root / "inductor-cache"),
-            AOT_BUILD_JOBS="2",
-            PIP_CONSTRAINT=str(pins),
-        )
-        cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", root / "dist", "."]
-        proc = run(cmd, cwd=src, env=env, timeout=1800)
-        (wheel,) = (root / "dist").glob("*.whl")
-        out.append(ColdWheel(wheel, proc.stdout + proc.stderr))
+        copy_project(EXAMPLE_PROJECT, e2e_dir / name / "example_pkg")
+        out.append(cold_build(e2e_dir / name, aot_build_wheel, "inductor-cache", jobs="2"))
     return out[0], out[1]
 
 

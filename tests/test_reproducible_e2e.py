@@ -5,12 +5,10 @@ a rebuild with one entry changed compiles that entry only."""
 
 from __future__ import annotations
 
-import sys
 import zipfile
 from pathlib import Path
 
-from conftest import COLD_EPOCH, COLD_TARGETS, ColdWheel
-from helpers import build_env, run
+from conftest import ColdWheel, cold_build
 
 
 def test_two_cold_builds_give_byte_identical_wheels(cold_wheels: tuple[ColdWheel, ColdWheel]) -> None:
@@ -43,23 +41,12 @@ def test_one_entry_changed_recompiles_only_that_entry(
     edited = text.replace("return (images - mean) / std", "return (images - mean) / std * 2.0")
     assert edited != text
     pre.write_text(edited, encoding="utf-8")
-    env = build_env(
-        aot_build_wheel.parent,
-        SOURCE_DATE_EPOCH=COLD_EPOCH,
-        AOT_BUILD_TARGETS=COLD_TARGETS,
-        AOT_BUILD_CACHE_DIR=str(root / "aot-build-cache"),
-        TORCHINDUCTOR_CACHE_DIR=str(root / "inductor-cache-2"),
-        PIP_CONSTRAINT=str(e2e_dir / "cold-constraints.txt"),
-    )
-    out = root / "dist-edited"
-    cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", out, "."]
-    proc = run(cmd, cwd=src, env=env, timeout=1800)
-    log = proc.stdout + proc.stderr
+    rebuilt = cold_build(root, aot_build_wheel, "inductor-cache-2")
+    log = rebuilt.log
     assert "10 hit(s), 2 compiled" in log, log[-3000:]
     assert "example_pkg.preprocess:normalize [cpu-avx2] compiled in" in log
     assert "example_pkg.blocks:mlp_block [cpu-avx2] from the build cache" in log
-    (wheel,) = out.glob("*.whl")
-    with zipfile.ZipFile(cold_wheels[0].wheel) as a, zipfile.ZipFile(wheel) as b:
+    with zipfile.ZipFile(cold_wheels[0].wheel) as a, zipfile.ZipFile(rebuilt.wheel) as b:
         libs_a = {n for n in a.namelist() if n.endswith(".so")}
         libs_b = {n for n in b.namelist() if n.endswith(".so")}
     assert len(libs_a - libs_b) == 2 and len(libs_b - libs_a) == 2  # normalize, two targets
