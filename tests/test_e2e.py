@@ -160,9 +160,11 @@ def test_example_sdist_has_sources_only(example_dists: BuiltDists) -> None:
 
 
 def test_example_build_log_reports_compiles(example_dists: BuiltDists) -> None:
-    assert "aot-build: compiling 4 entries for" in example_dists.log
-    for key in EXAMPLE_KEYS:
-        assert f"aot-build: {key} [" in example_dists.log
+    log = example_dists.log
+    assert "aot-build: exporting 4 entries for cpu-avx2, cpu-baseline" in log
+    for key in EXAMPLE_KEYS:  # one progress line per program and target, with the count
+        line = rf"aot-build: \[\d+/12\] {re.escape(key)} \[cpu-avx2\] (compiled|from the build cache) in "
+        assert re.search(line, log), log
 
 
 # ---------------------------------------------------------------- the installed package
@@ -265,7 +267,7 @@ def test_cli_in_the_installed_environment(
     props = json.loads(schema.stdout)["properties"]
     assert set(props) == {
         "targets", "optional-targets", "modules", "exclude", "strip", "cache", "cache-dir", "cache-max-size",
-        "inductor-options",
+        "jobs", "progress", "inductor-options",
     }
     installed = run(
         [fresh_venv.python, "-m", "aot_build", "inspect", "example_pkg", "--json"], cwd=tmp_path, env=env

@@ -315,7 +315,7 @@ class _Compiler:
             pinned=dict(iset.pinned),
             labels=tuple(iset.labels),
         )
-        say(f"{entry.key} ({variant.signature()}): exported; {summary(guards, weights)}")
+        say(f"{entry.key} ({variant.signature()}): {summary(guards, weights)}")
         return variant, programs, shapes
 
     def export_entry(self, entry: AotEntry, devices: list[str]) -> ExportedEntry:
