@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 
 class AotBuildError(Exception):
     """Base class of every error aot_build raises on purpose."""
@@ -29,3 +31,12 @@ class FallbackError(AotBuildError):
 
 class FallbackWarning(UserWarning):
     """An entry ran as plain Python because no shipped artifact fits; says which and why."""
+
+
+def compile_failure(where: str, what: str, exc: BaseException, fix: str) -> CompileError:
+    """A build step's failure: the traceback, then the exception's own explanation (torch.export's
+    constraint messages and suggested fixes included), then the fix."""
+    tb = "".join(traceback.format_exception(exc))
+    lines = [ln for ln in str(exc).strip().splitlines() if not ln.startswith("The error above occurred")]
+    text = "\n    ".join(lines[:40]) or ""
+    return CompileError(f"{tb}\n{where}: {what}: {type(exc).__name__}: {text}\n  {fix}")

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from _bench import (
+    REPO,
     build_package,
     compile_side_hash,
     emit_result,
@@ -67,7 +68,6 @@ from _bench import (
     same_result,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
 RESULT_MARK = "@@CALL_OVERHEAD_RESULT@@"
 TARGET = "cpu-avx2"

@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from _bench import (
+    REPO,
     build_package,
     compile_side_hash,
     emit_result,
@@ -81,7 +82,6 @@ from _bench import (
     same_result,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
 RESULT_MARK = "@@CPU_LEVELS_RESULT@@"
 PACKAGE = "example_pkg"

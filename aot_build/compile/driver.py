@@ -15,7 +15,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,7 +27,7 @@ from .. import __version__, trees
 from ..constants import ARTIFACT_DIR, MANIFEST_NAME
 from ..decorate import AotEntry
 from ..discover import discover_entries
-from ..errors import AotBuildError, CompileError
+from ..errors import AotBuildError, CompileError, compile_failure
 from ..manifest import Entry, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
@@ -90,15 +89,6 @@ def _where(entry: AotEntry, build_lib: Path) -> str:
     return f"{entry.key} ({path}:{entry.__wrapped__.__code__.co_firstlineno})"
 
 
-def _fail(where: str, what: str, exc: BaseException, fix: str) -> CompileError:
-    """The traceback, then the exception's own explanation (torch.export's constraint
-    messages and suggested fixes included), then the fix."""
-    tb = "".join(traceback.format_exception(exc))
-    lines = [ln for ln in str(exc).strip().splitlines() if not ln.startswith("The error above occurred")]
-    text = "\n    ".join(lines[:40]) or ""
-    return CompileError(f"{tb}\n{where}: {what}: {type(exc).__name__}: {text}\n  {fix}")
-
-
 def _live_storages() -> set[int]:
     """Addresses of every tensor alive now. A constant the export finds at one of these was
     read from outside the function, not created by it."""
@@ -116,6 +106,27 @@ def _live_storages() -> set[int]:
                 except RuntimeError:  # functional tensors left over from tracing
                     pass
     return found
+
+
+def parse_targets(names: list[str], what: str) -> list[Target]:
+    """``names`` as targets; CompileError naming ``what`` gave them."""
+    try:
+        return [parse_target(n) for n in names]
+    except ValueError as exc:
+        raise CompileError(f"{what}: {exc}") from exc
+
+
+def manifest_header(skipped: list[dict[str, str]]) -> Manifest:
+    """The build-wide fields every manifest of a build made by this process carries."""
+    return Manifest(
+        package="",
+        aot_build_version=__version__,
+        torch_version=torch.__version__,
+        python_version=f"{sys.version_info[0]}.{sys.version_info[1]}",
+        machine=machine(),
+        default_dtype=dtype_name(torch.get_default_dtype()),
+        skipped_targets=skipped,
+    )
 
 
 def _artifact_folder(staging: Path, package: str) -> Path:
@@ -174,18 +185,12 @@ class _Compiler:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.build_lib = Path(job.build_lib)
-        self.targets: list[Target] = []
-        for name in expand_aliases(job.targets):
-            try:
-                self.targets.append(parse_target(name))
-            except ValueError as exc:
-                raise CompileError(f"[tool.aot-build] targets: {exc}") from exc
+        self.targets = parse_targets(expand_aliases(job.targets), "[tool.aot-build] targets")
         self.skipped: list[dict[str, str]] = []
         self.cache = BuildCache(Path(job.cache_dir) if job.cache_dir else None, job.cache_max_bytes)
         self.hits = self.misses = 0
+        #: Where saved programs go (content-named), and those torch.export could not save.
         self.programs = Path()
-        #: Bytes of each saved program (for its cache key), and programs that could not be saved.
-        self.program_data: dict[str, bytes] = {}
         self.unsaved: dict[str, torch.export.ExportedProgram] = {}
 
     def usable_targets(self) -> list[Target]:
@@ -213,7 +218,7 @@ class _Compiler:
         except CompileError:
             raise
         except Exception as exc:
-            raise _fail(
+            raise compile_failure(
                 where,
                 "torch.export failed",
                 exc,
@@ -285,7 +290,6 @@ class _Compiler:
         path = self.programs / name
         if not path.exists():
             path.write_bytes(data)
-            self.program_data[name] = data
         return name
 
     def variant(
@@ -360,16 +364,7 @@ class _Compiler:
         return ExportedEntry(top, record, programs, where)
 
     def header(self) -> Manifest:
-        """The build-wide fields of every manifest of this build."""
-        return Manifest(
-            package="",
-            aot_build_version=__version__,
-            torch_version=torch.__version__,
-            python_version=f"{sys.version_info[0]}.{sys.version_info[1]}",
-            machine=machine(),
-            default_dtype=dtype_name(torch.get_default_dtype()),
-            skipped_targets=self.skipped,
-        )
+        return manifest_header(self.skipped)
 
     def compile_all(self, tasks: list[Task], out_dir: Path, work: Path) -> list[Compiled]:
         """Every task: from the build cache, or compiled by the workers; one line each."""
@@ -389,11 +384,11 @@ class _Compiler:
 
         todo: list[Task] = []
         for task in tasks:
-            data = self.program_data.get(task.program)
-            if self.cache.root is None or data is None:
+            if self.cache.root is None or task.program in self.unsaved:
                 todo.append(task)
                 continue
             t0 = time.perf_counter()
+            data = (self.programs / task.program).read_bytes()
             key = keys[task] = self.cache.key(
                 data, parse_target(task.target), self.job.inductor_options, self.job.strip
             )
@@ -401,7 +396,7 @@ class _Compiler:
             if hit is None:
                 todo.append(task)
                 continue
-            c = Compiled(task.program, task.target, hit.path.name, hit.sha256, hit.size, hit.isa)
+            c = Compiled.of(task, hit)
             compiled.append(c)
             self.hits += 1
             line(task, c, time.perf_counter() - t0, "from the build cache")
@@ -434,7 +429,7 @@ class _Compiler:
                     )
                 except Exception as exc:
                     raise describe_failure(task, exc) from exc
-                c = Compiled(task.program, task.target, built.path.name, built.sha256, built.size, built.isa)
+                c = Compiled.of(task, built)
                 compiled.append(c)
                 done(task, c, time.perf_counter() - t0)
         return compiled

@@ -18,14 +18,13 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import CompileError
+from ..errors import CompileError, compile_failure
 from ..targets import parse_target
 from . import aoti
 from .toolchain import write_wrapper
@@ -66,7 +65,7 @@ def compile_task(task: Task, opts: Options) -> Compiled:
     built = aoti.compile_library(
         ep, parse_target(task.target), opts.inductor_options, Path(opts.out_dir), opts.strip, opts.cxx
     )
-    return Compiled(task.program, task.target, built.path.name, built.sha256, built.size, built.isa)
+    return Compiled.of(task, built)
 
 
 def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
@@ -85,12 +84,12 @@ def _timed(task: Task, opts: Options) -> tuple[Compiled, float]:
 
 
 def describe_failure(task: Task, exc: BaseException) -> CompileError:
-    tb = "".join(traceback.format_exception(exc))
-    text = "\n    ".join(str(exc).strip().splitlines()[:40])
-    return CompileError(
-        f"{tb}\n{task.where} [{task.target}]: AOTInductor could not compile it: "
-        f"{type(exc).__name__}: {text}\n  see the compiler output above; check that a C++ "
-        "compiler is on PATH of the build machine and that inductor-options are valid"
+    return compile_failure(
+        f"{task.where} [{task.target}]",
+        "AOTInductor could not compile it",
+        exc,
+        "see the compiler output above; check that a C++ compiler is on PATH of the build "
+        "machine and that inductor-options are valid",
     )
 
 
@@ -102,7 +101,7 @@ def compile_here(tasks: list[Task], opts: Options) -> list[Compiled]:
         name, env = write_wrapper(work / "cxx")
         (work / "inductor").mkdir()
         _init_worker(env, opts.build_lib, str(work / "inductor"))
-        opts = Options(**{**vars(opts), "cxx": name})
+        opts = replace(opts, cxx=name)
         return [compile_task(t, opts) for t in tasks]
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -120,7 +119,7 @@ def run_tasks(
     if not tasks:
         return []
     name, env = write_wrapper(work / "cxx")
-    opts = Options(**{**vars(opts), "cxx": name})
+    opts = replace(opts, cxx=name)
     cache_root = work / "inductor"
     cache_root.mkdir(parents=True, exist_ok=True)
     results: list[Compiled] = []

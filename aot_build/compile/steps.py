@@ -17,8 +17,7 @@ from ..discover import discover_entries, list_modules
 from ..errors import CompileError
 from ..names import package_root
 from ..settings import Settings, load_settings
-from ..targets import Target, parse_target
-from .driver import Job, _artifact_folder, _Compiler, check_toolchain
+from .driver import Job, _artifact_folder, _Compiler, check_toolchain, manifest_header, parse_targets
 from .pool import Options, compile_here
 from .units import ExportedEntry, assemble, read_compiled, tasks_of, write_compiled
 
@@ -27,20 +26,14 @@ def _settings(project: Path) -> Settings:
     return load_settings(project, environ={}) or Settings()
 
 
-def _targets(names: list[str]) -> list[Target]:
-    try:
-        return [parse_target(n) for n in names]
-    except ValueError as exc:
-        raise CompileError(f"targets: {exc}") from exc
-
-
-def _compiler(project: Path, path: Path, targets: list[str]) -> _Compiler:
+def _compiler(project: Path, path: Path) -> _Compiler:
+    """A build's exporter for one step (targets are the step's own arguments)."""
     s = _settings(project)
     job = Job(
         build_lib=str(path),
         packages=[],
         modules=[],
-        targets=targets,
+        targets=[],
         inductor_options=s.inductor_options,
         strip=s.strip,
     )
@@ -61,7 +54,8 @@ def entries(project: Path, path: Path) -> list[str]:
 def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -> None:
     """Export the entry ``key`` ("module:qualname") for the devices of ``targets`` into ``out``."""
     module = key.partition(":")[0]
-    compiler = _compiler(project, path, targets)
+    devices = sorted({t.device for t in parse_targets(targets, "--targets")})
+    compiler = _compiler(project, path)
     sys.path.insert(0, str(path))
     found = [e for e in discover_entries([module], [package_root(module)], path) if e.key == key]
     if not found:
@@ -71,7 +65,6 @@ def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -
         )
     out.mkdir(parents=True, exist_ok=True)
     compiler.programs = out
-    devices = sorted({t.device for t in _targets(targets)})
     exported = compiler.export_entry(found[0], devices)
     if compiler.unsaved:
         raise CompileError(
@@ -86,7 +79,7 @@ def compile_programs(project: Path, path: Path, exported_dir: Path, target: str,
     s = _settings(project)
     check_toolchain(s.strip)
     exported = ExportedEntry.read(exported_dir)
-    tasks = tasks_of([exported], _targets([target]))
+    tasks = tasks_of([exported], parse_targets([target], "--target"))
     out.mkdir(parents=True, exist_ok=True)
     opts = Options(
         programs_dir=str(exported_dir),
@@ -108,9 +101,8 @@ def assemble_folders(
         for c in read_compiled(d):
             compiled.append(c)
             where[c.file] = d
-    compiler = _compiler(Path(), Path(), targets)
     try:
-        manifests = assemble(exported, compiled, _targets(targets), compiler.header())
+        manifests = assemble(exported, compiled, parse_targets(targets, "--targets"), manifest_header([]))
     except KeyError as exc:
         raise CompileError(
             f"no compiled library for program {exc.args[0][0]} and target {exc.args[0][1]}: "

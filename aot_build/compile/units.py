@@ -24,6 +24,7 @@ import torch
 from ..constants import RULE_AOTI
 from ..manifest import Artifact, Entry, FileRecord, Manifest, entry_from_json, entry_to_json
 from ..targets import Target
+from .aoti import Built
 
 EXPORTED_NAME = "entry.json"
 COMPILED_NAME = "compiled.json"
@@ -121,6 +122,10 @@ class Compiled:
     sha256: str
     size: int
     isa: str
+
+    @classmethod
+    def of(cls, task: Task, built: Built) -> Compiled:
+        return cls(task.program, task.target, built.path.name, built.sha256, built.size, built.isa)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
