@@ -15,7 +15,9 @@ depends on (weights read by path, guards on non-tensor state); the shim checks a
 on every call.
 
 Format history: 1 (aot-build 0.1.0: static shapes, weights by global) is read and upgraded;
-2 adds dynamic dimensions, guards, method entries and output leaves.
+2 adds dynamic dimensions, guards, method entries and output leaves; 3 adds compile rules
+other than ``aoti`` (each artifact's rule version) and training entries (artifact roles and
+each variant's ``training`` record).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ STEP_KINDS = {
     "child": "a submodule (``module._modules[key]``)",
     "item": "an item of a dict, list or tuple (``obj[key]``)",
     "getattr": "anything else, read with ``getattr`` (properties, class attributes)",
+}
+
+#: What an artifact's program computes.
+ROLES = {
+    "inference": "the function's outputs",
+    "forward": "the outputs and the tensors backward needs (training entries)",
+    "backward": "the gradients of the inputs and weights, from the saved tensors and the outputs' gradients",
 }
 
 #: Kinds of :class:`Guard` and what they require of the object at their path.
@@ -200,9 +209,11 @@ class Artifact:
     Args:
         target: target name, e.g. ``cpu-avx2``.
         device: device type of the tensors it takes.
-        rule: compile rule that made it (``aoti``).
+        rule: compile rule that made it (``aoti``); see :mod:`aot_build.rules`.
         file: file name inside the artifact folder (content-addressed).
         isa: what the compiler reports about the code (e.g. ``AVX2``), for ``inspect``.
+        rule_version: the rule's version; the shim loads it only with that version.
+        role: :data:`ROLES` key: what the program computes.
     """
 
     target: str
@@ -210,6 +221,8 @@ class Artifact:
     rule: str
     file: str
     isa: str = ""
+    rule_version: str = "1"
+    role: str = "inference"
 
 
 @dataclass(repr=False)
@@ -468,13 +481,31 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "guards": [{"path": g.path.to_json(), "kind": g.kind, "expect": g.expect} for g in v.guards],
         "embedded_constants": list(v.embedded_constants),
         "artifacts": [
-            {"target": a.target, "device": a.device, "rule": a.rule, "file": a.file, "isa": a.isa}
+            {
+                "target": a.target, "device": a.device, "rule": a.rule, "file": a.file, "isa": a.isa,
+                "rule_version": a.rule_version, "role": a.role,
+            }
             for a in v.artifacts
         ],
         "input_set": v.input_set,
         "pinned": dict(v.pinned),
         "labels": list(v.labels),
     }
+
+
+def _artifact(raw: dict[str, Any]) -> Artifact:
+    role = str(raw.get("role", "inference"))
+    if role not in ROLES:
+        raise ValueError(f"unknown artifact role {role!r}")
+    return Artifact(
+        str(raw["target"]),
+        str(raw["device"]),
+        str(raw["rule"]),
+        str(raw["file"]),
+        str(raw.get("isa", "")),
+        str(raw.get("rule_version", "1")),  # formats 1 and 2: aoti, version 1
+        role,
+    )
 
 
 def _guard(raw: dict[str, Any]) -> Guard:
@@ -503,12 +534,7 @@ def _variant(raw: dict[str, Any]) -> Variant:
         ),
         guards=tuple(_guard(g) for g in raw["guards"]),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
-        artifacts=tuple(
-            Artifact(
-                str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", ""))
-            )
-            for a in raw["artifacts"]
-        ),
+        artifacts=tuple(_artifact(a) for a in raw["artifacts"]),
         input_set=int(raw.get("input_set", 0)),
         pinned={str(k): int(v) for k, v in raw.get("pinned", {}).items()},
         labels=tuple(str(x) for x in raw.get("labels", ())),
@@ -599,10 +625,5 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
         weights=tuple(weights),
         guards=guards,
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
-        artifacts=tuple(
-            Artifact(
-                str(a["target"]), str(a["device"]), str(a["rule"]), str(a["file"]), str(a.get("isa", ""))
-            )
-            for a in raw["artifacts"]
-        ),
+        artifacts=tuple(_artifact(a) for a in raw["artifacts"]),
     )

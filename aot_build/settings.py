@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .constants import ENV_CACHE_DIR, ENV_JOBS, ENV_TARGETS, TOOL_TABLE
+from .constants import ENV_CACHE_DIR, ENV_JOBS, ENV_TARGETS, RULE_AOTI, TOOL_TABLE
 from .errors import ConfigError
 from .targets import RESERVED_OPTIONS
 
@@ -94,6 +94,15 @@ class Settings:
         default=True,
         metadata=_doc(
             "One line per compiled program and target ([3/12] ...); false: errors and the summary only."
+        ),
+    )
+    rule: str = field(
+        default=RULE_AOTI,
+        metadata=_doc(
+            "Compile rule for entries that do not name one (@aot_entry(rule=...)): 'aoti' "
+            "(torch.export + AOTInductor, loaded without a compiler), 'dynamo' (upstream "
+            "torch.compile precompile; loading needs a C++ compiler), or a rule another "
+            "distribution registers in the 'aot_build.rules' entry point group."
         ),
     )
     inductor_options: dict[str, Any] = field(
@@ -208,6 +217,8 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
                     "handling that keeps artifacts correct on machines with more cores than the "
                     "build machine). Remove them; choose the instruction sets with `targets`"
                 )
+        if f.name == "rule" and not value:
+            raise ConfigError(f'{where}: [tool.{TOOL_TABLE}] rule is empty; write e.g. rule = "aoti"')
         kwargs[f.name] = value
     return Settings(**kwargs)
 

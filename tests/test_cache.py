@@ -13,14 +13,15 @@ import pytest
 import torch
 from helpers import SAMPLE_PROJECTS
 
-from aot_build.compile import aoti
-from aot_build.compile.aoti import Built
 from aot_build.compile.cache import BuildCache
 from aot_build.compile.driver import Job, _Compiler
 from aot_build.compile.units import program_bytes
 from aot_build.discover import list_modules
+from aot_build.rules import Built, aoti
 from aot_build.settings import Settings, cache_dir, parse_size
 from aot_build.targets import parse_target
+
+AOTI = ("aoti", "1")
 
 
 class Affine(torch.nn.Module):
@@ -41,12 +42,12 @@ def _ep(bias: float = 1.0, seed: int = 0) -> bytes:
 def test_key_covers_what_shapes_the_library(tmp_path: Path) -> None:
     cache = BuildCache(tmp_path)
     base = parse_target("cpu-baseline", "x86_64")
-    key = cache.key(_ep(), base, {}, True)
-    assert cache.key(_ep(seed=1), base, {}, True) == key  # other example values: same program
-    assert cache.key(_ep(bias=2.0), base, {}, True) != key  # an embedded constant changed
-    assert cache.key(_ep(), parse_target("cpu-avx2", "x86_64"), {}, True) != key
-    assert cache.key(_ep(), base, {"max_autotune": True}, True) != key
-    assert cache.key(_ep(), base, {}, False) != key
+    key = cache.key(_ep(), base, {}, True, AOTI)
+    assert cache.key(_ep(seed=1), base, {}, True, AOTI) == key  # other example values: same program
+    assert cache.key(_ep(bias=2.0), base, {}, True, AOTI) != key  # an embedded constant changed
+    assert cache.key(_ep(), parse_target("cpu-avx2", "x86_64"), {}, True, AOTI) != key
+    assert cache.key(_ep(), base, {"max_autotune": True}, True, AOTI) != key
+    assert cache.key(_ep(), base, {}, False, AOTI) != key
 
 
 def _built(tmp_path: Path, data: bytes = b"\x7fELF library bytes") -> Built:

@@ -94,13 +94,13 @@ def test_eight_threads_race_to_the_first_call(compiled: Compiled, tmp_path: Path
         compiled,
         """
         import threading
-        from aot_build.load import shim
+        from aot_build.load import artifacts
         opened = []
-        original = shim.open_library
+        original = artifacts.open_library
         def counting(path, device):
             opened.append(str(path))
             return original(path, device)
-        shim.open_library = counting
+        artifacts.open_library = counting
         barrier = threading.Barrier(8)
         results, errors = [], []
         def worker(i):

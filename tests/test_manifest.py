@@ -139,7 +139,7 @@ def _raw() -> dict[str, Any]:
         (lambda r: r.update(format="something-else"), "not an aot_build manifest"),
         (
             lambda r: r.update(format_version=MANIFEST_VERSION + 1),
-            "format_version 3; this aot_build reads formats 1 to 2",
+            "format_version 4; this aot_build reads formats 1 to 3",
         ),
         (lambda r: r.update(format_version=0), "format_version 0"),
         (lambda r: r.update(format_version="1"), "format_version '1'"),

@@ -69,7 +69,7 @@ def test_unknown_key_did_you_mean(key: str, suggestion: str) -> None:
     assert msg.startswith("proj/pyproject.toml: unknown key")
     assert f"Did you mean {suggestion!r}?" in msg
     keys = "cache, cache-dir, cache-max-size, exclude, inductor-options, jobs, modules, optional-targets, "
-    keys += "progress, strip, targets"
+    keys += "progress, rule, strip, targets"
     assert f"Valid keys: {keys}." in msg
 
 

@@ -530,13 +530,13 @@ def test_manifest_naming_a_file_outside_the_folder_is_refused(
 
     _edit_manifest(patched_copy, point_outside)
     opened: list[str] = []
-    original = shim.open_library
-    shim.open_library = lambda path, device: opened.append(str(path)) or original(path, device)  # type: ignore[func-returns-value]
+    original = artifacts.open_library
+    artifacts.open_library = lambda path, device: opened.append(str(path)) or original(path, device)  # type: ignore[func-returns-value]
     try:
         ops = load(patched_copy)
         out, ran, caught = call(ops, X, 3)
     finally:
-        shim.open_library = original
+        artifacts.open_library = original
     assert ran and opened == []
     (msg,) = fallback_messages(caught)
     assert f"file name {name!r} is not a plain file name in the artifact folder" in msg
@@ -747,12 +747,16 @@ def test_cuda_runners_are_made_per_device_index(compiled: Compiled, monkeypatch:
     ``cuda:0`` one; each is opened once and reused."""
     opened: list[tuple[str, str]] = []
 
-    def fake_open(path: Path, device: str) -> object:
+    class FakeRunner:
+        def run(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+            return tensors
+
+    def fake_open(path: Path, device: str) -> FakeRunner:
         opened.append((path.name, device))
-        return object()
+        return FakeRunner()
 
     monkeypatch.setattr(shim, "_RUNNERS", {})
-    monkeypatch.setattr(shim, "open_library", fake_open)
+    monkeypatch.setattr(artifacts, "open_library", fake_open)
     manifest = compiled.manifest()
     art = manifest.entries[KEY].variants[0].artifacts[0]
     cuda0, cuda1 = torch.device("cuda", 0), torch.device("cuda", 1)
@@ -785,7 +789,7 @@ def test_library_errors_fall_back(ops: ModuleType, monkeypatch: pytest.MonkeyPat
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     bound = shim._RUNNERS.copy()
-    monkeypatch.setattr(shim, "_RUNNERS", {k: Failing() for k in bound})
+    monkeypatch.setattr(shim, "_RUNNERS", {k: Failing().run for k in bound})
     ops = importlib.reload(ops)
     out, ran, caught = call(ops, X, 3)
     assert ran

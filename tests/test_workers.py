@@ -50,7 +50,7 @@ def test_a_failing_compile_names_entry_and_target_and_stops_the_rest(
     assert "no artifacts were written" in msg
     assert "shim_pkg.ops:affine (shim_pkg/ops.py:17) [cpu-baseline]" in msg
     err = capsys.readouterr().err
-    assert "AOTInductor could not compile it" in err and "no_such_inductor_option" in err
+    assert "the aoti rule could not compile it" in err and "no_such_inductor_option" in err
     # one worker: the first failure cancels the three compiles queued behind it
-    assert err.count("AOTInductor could not compile it") == 1
+    assert err.count("the aoti rule could not compile it") == 1
     assert not list((tmp_path / "out").rglob("*"))  # nothing written

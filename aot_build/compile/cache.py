@@ -29,9 +29,8 @@ from typing import Any
 import torch
 
 from .. import __version__
-from ..constants import RULE_AOTI
+from ..rules import Built
 from ..targets import Target, compile_options
-from .aoti import Built
 from .sources import build_side_hash
 
 #: Bumped when the layout of an entry or the meaning of the key changes.
@@ -58,13 +57,15 @@ class BuildCache:
     root: Path | None
     max_bytes: int = 5 * 10**9
 
-    def key(self, program: bytes, target: Target, options: dict[str, Any], strip: bool) -> str:
+    def key(
+        self, program: bytes, target: Target, options: dict[str, Any], strip: bool, rule: tuple[str, str]
+    ) -> str:
         """The cache key of compiling ``program`` (:func:`.units.program_bytes`) for
-        ``target`` (see the module docstring)."""
+        ``target`` with ``rule`` (name, version) (see the module docstring)."""
         h = hashlib.sha256()
         parts = {
             "format": CACHE_FORMAT,
-            "rule": RULE_AOTI,
+            "rule": list(rule),
             "target": target.name,
             "target_options": compile_options(target),
             "inductor_options": options,
@@ -98,7 +99,10 @@ class BuildCache:
             shutil.rmtree(entry, ignore_errors=True)
             return None
         os.utime(entry)  # last use, for eviction
-        final = workdir / f"{digest[:24]}.so"
+        suffix = str(meta.get("suffix", ".so"))
+        if not suffix.startswith(".") or "/" in suffix or len(suffix) > 16:
+            return None
+        final = workdir / f"{digest[:24]}{suffix}"
         final.write_bytes(data)
         return Built(path=final, sha256=digest, size=len(data), isa=str(meta.get("isa", "")))
 
@@ -111,7 +115,7 @@ class BuildCache:
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
         try:
             shutil.copyfile(built.path, tmp / "lib.so")
-            meta = {"sha256": built.sha256, "size": built.size, "isa": built.isa}
+            meta = {"sha256": built.sha256, "size": built.size, "isa": built.isa, "suffix": built.path.suffix}
             (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
             try:
                 os.rename(tmp, entry)

@@ -23,20 +23,20 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import __version__, trees
-from ..constants import ARTIFACT_DIR, MANIFEST_NAME
+from .. import __version__, rules, trees
+from ..constants import ARTIFACT_DIR, MANIFEST_NAME, RULE_AOTI
 from ..decorate import AotEntry
 from ..discover import discover_entries
 from ..errors import AotBuildError, CompileError, compile_failure
 from ..manifest import Entry, Manifest, Variant
 from ..names import package_root
+from ..rules import Built
 from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
-from . import aoti
-from .aoti import Built
 from .cache import BuildCache
 from .guards import plan, summary
 from .inputs import InputSet, input_sets, pinned_copies
-from .pool import Options, describe_failure, run_tasks
+from .lifting import constant_tensors
+from .pool import Options, compile_program, describe_failure, run_tasks
 from .shapes import Shapes, input_leaves, read_shapes
 from .specs import dtype_name
 from .trace import Traced, trace
@@ -60,6 +60,7 @@ class Job:
         cache_max_bytes: the cache's size limit.
         jobs: compile worker processes (0: one per core).
         progress: one line per compiled program and target.
+        rule: compile rule of entries that name none.
     """
 
     build_lib: str
@@ -74,6 +75,7 @@ class Job:
     cache_max_bytes: int = 5 * 10**9
     jobs: int = 0
     progress: bool = True
+    rule: str = RULE_AOTI
 
 
 def say(msg: str) -> None:
@@ -235,7 +237,7 @@ class _Compiler:
                 "(y = x + 1 instead of x.add_(1)), or clone first (x = x.clone()) and return "
                 "what changed"
             )
-        consts = aoti.constant_tensors(traced.ep)
+        consts = constant_tensors(traced.ep)
         outside = [k for k, t in consts.items() if t.numel() and t.data_ptr() in live]
         if outside:
             listing = ", ".join(
@@ -322,9 +324,20 @@ class _Compiler:
         say(f"{entry.key} ({variant.signature()}): {summary(guards, weights)}")
         return variant, programs, shapes
 
+    def rule_of(self, entry: AotEntry, where: str) -> str:
+        """The entry's compile rule (its own, else the project's), checked to be installed."""
+        name = entry.rule or self.job.rule
+        try:
+            rules.find(name)
+        except (rules.UnknownRule, TypeError) as exc:
+            given = f'@aot_entry(rule="{name}")' if entry.rule else f'[tool.aot-build] rule = "{name}"'
+            raise CompileError(f"{where}: {given}: {exc}") from exc
+        return name
+
     def export_entry(self, entry: AotEntry, devices: list[str]) -> ExportedEntry:
         """Export every input set of ``entry`` (and the size-1 copies they need) for ``devices``."""
         where = _where(entry, self.build_lib)
+        rule = self.rule_of(entry, where)
         try:
             sets = input_sets(entry, where)
         except AotBuildError as exc:
@@ -361,7 +374,7 @@ class _Compiler:
             tuple(variants),
             method=entry.is_method,
         )
-        return ExportedEntry(top, record, programs, where)
+        return ExportedEntry(top, record, programs, where, rule)
 
     def header(self) -> Manifest:
         return manifest_header(self.skipped)
@@ -389,14 +402,16 @@ class _Compiler:
                 continue
             t0 = time.perf_counter()
             data = (self.programs / task.program).read_bytes()
+            rule = rules.find(task.rule)
             key = keys[task] = self.cache.key(
-                data, parse_target(task.target), self.job.inductor_options, self.job.strip
+                data, parse_target(task.target), self.job.inductor_options, self.job.strip,
+                (rule.name, rule.version),
             )
             hit = self.cache.get(key, out_dir)
             if hit is None:
                 todo.append(task)
                 continue
-            c = Compiled.of(task, hit)
+            c = Compiled.of(task, hit, rule.version)
             compiled.append(c)
             self.hits += 1
             line(task, c, time.perf_counter() - t0, "from the build cache")
@@ -423,13 +438,9 @@ class _Compiler:
             if task.program in self.unsaved:
                 t0 = time.perf_counter()
                 try:
-                    built = aoti.compile_library(
-                        self.unsaved[task.program], parse_target(task.target),
-                        self.job.inductor_options, out_dir, self.job.strip,
-                    )
+                    c = compile_program(task, self.unsaved[task.program], opts)
                 except Exception as exc:
                     raise describe_failure(task, exc) from exc
-                c = Compiled.of(task, built)
                 compiled.append(c)
                 done(task, c, time.perf_counter() - t0)
         return compiled

@@ -58,3 +58,10 @@ class Lifted:
         finally:
             for restore in reversed(undo):
                 restore()
+
+
+def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    """Tensors the exported graph would bake in (neither arguments nor lifted weights)."""
+    consts = {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}
+    consts.update({k: v for k, v in ep.state_dict.items() if isinstance(v, torch.Tensor)})
+    return consts

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .. import rules
 from ..errors import CompileError, compile_failure
 from ..targets import parse_target
-from . import aoti
 from .toolchain import write_wrapper
 from .units import Compiled, Task
 
@@ -62,10 +62,16 @@ def load_program(path: Path, module: str) -> Any:
 def compile_task(task: Task, opts: Options) -> Compiled:
     """Compile one program for one target (in a worker, or in the calling process)."""
     ep = load_program(Path(opts.programs_dir) / task.program, task.module)
-    built = aoti.compile_library(
-        ep, parse_target(task.target), opts.inductor_options, Path(opts.out_dir), opts.strip, opts.cxx
+    return compile_program(task, ep, opts)
+
+
+def compile_program(task: Task, ep: Any, opts: Options) -> Compiled:
+    """Compile ``ep`` (the program of ``task``) with the task's rule."""
+    rule = rules.find(task.rule)
+    request = rules.CompileRequest(
+        ep, parse_target(task.target), Path(opts.out_dir), opts.inductor_options, opts.strip, opts.cxx
     )
-    return Compiled.of(task, built)
+    return Compiled.of(task, rule.compile(request), rule.version)
 
 
 def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
@@ -86,7 +92,7 @@ def _timed(task: Task, opts: Options) -> tuple[Compiled, float]:
 def describe_failure(task: Task, exc: BaseException) -> CompileError:
     return compile_failure(
         f"{task.where} [{task.target}]",
-        "AOTInductor could not compile it",
+        f"the {task.rule} rule could not compile it",
         exc,
         "see the compiler output above; check that a C++ compiler is on PATH of the build "
         "machine and that inductor-options are valid",

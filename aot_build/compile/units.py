@@ -23,13 +23,13 @@ import torch
 
 from ..constants import RULE_AOTI
 from ..manifest import Artifact, Entry, FileRecord, Manifest, entry_from_json, entry_to_json
+from ..rules import Built
 from ..targets import Target
-from .aoti import Built
 
 EXPORTED_NAME = "entry.json"
 COMPILED_NAME = "compiled.json"
 #: Stamped in both files; bumped when their layout changes.
-UNITS_VERSION = 1
+UNITS_VERSION = 2
 
 
 def _zeros(t: Any) -> Any:
@@ -77,6 +77,8 @@ class ExportedEntry:
     programs: list[dict[str, str]]
     #: "module:qualname (file:line)", for messages.
     where: str
+    #: The compile rule of every program of the entry.
+    rule: str = RULE_AOTI
 
     @property
     def key(self) -> str:
@@ -89,13 +91,14 @@ class ExportedEntry:
             "where": self.where,
             "entry": entry_to_json(self.entry),
             "programs": self.programs,
+            "rule": self.rule,
         }
         (folder / EXPORTED_NAME).write_text(json.dumps(body, indent=1, sort_keys=True), encoding="utf-8")
 
     @classmethod
     def read(cls, folder: Path) -> ExportedEntry:
         raw = _read_stamped(folder / EXPORTED_NAME)
-        return cls(raw["package"], entry_from_json(raw["entry"]), raw["programs"], raw["where"])
+        return cls(raw["package"], entry_from_json(raw["entry"]), raw["programs"], raw["where"], raw["rule"])
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Task:
 
     program: str
     target: str
+    rule: str
     #: The first entry needing it and its module (imported when loading the program needs
     #: operators the package registers).
     where: str = field(compare=False)
@@ -122,10 +126,15 @@ class Compiled:
     sha256: str
     size: int
     isa: str
+    rule: str
+    rule_version: str
 
     @classmethod
-    def of(cls, task: Task, built: Built) -> Compiled:
-        return cls(task.program, task.target, built.path.name, built.sha256, built.size, built.isa)
+    def of(cls, task: Task, built: Built, rule_version: str) -> Compiled:
+        return cls(
+            task.program, task.target, built.path.name, built.sha256, built.size, built.isa,
+            task.rule, rule_version,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -152,7 +161,7 @@ def _read_stamped(path: Path) -> dict[str, Any]:
 
 def tasks_of(exported: list[ExportedEntry], targets: list[Target]) -> list[Task]:
     """Every (program, target) to compile, once each, in a stable order."""
-    seen: dict[tuple[str, str], Task] = {}
+    seen: dict[tuple[str, str, str], Task] = {}
     for ex in exported:
         module = ex.entry.module
         for variant, programs in zip(ex.entry.variants, ex.programs, strict=True):
@@ -160,7 +169,9 @@ def tasks_of(exported: list[ExportedEntry], targets: list[Target]) -> list[Task]
             label = ex.key + (f" ({pinned})" if pinned else "")
             for t in targets:
                 program = programs[t.device]
-                seen.setdefault((program, t.name), Task(program, t.name, ex.where, module, label))
+                seen.setdefault(
+                    (program, t.name, ex.rule), Task(program, t.name, ex.rule, ex.where, module, label)
+                )
     return list(seen.values())
 
 
@@ -172,7 +183,7 @@ def assemble(
 ) -> dict[str, Manifest]:
     """Each package's manifest: the exported records with their artifacts filled in from
     ``compiled``, entries and files in sorted order. ``header`` gives the build-wide fields."""
-    by_unit = {(c.program, c.target): c for c in compiled}
+    by_unit = {(c.program, c.target, c.rule): c for c in compiled}
     manifests: dict[str, Manifest] = {}
     for ex in sorted(exported, key=lambda e: e.key):
         m = manifests.get(ex.package)
@@ -182,9 +193,9 @@ def assemble(
         for variant, programs in zip(ex.entry.variants, ex.programs, strict=True):
             artifacts = []
             for t in targets:
-                c = by_unit[(programs[t.device], t.name)]
+                c = by_unit[(programs[t.device], t.name, ex.rule)]
                 m.files[c.file] = FileRecord(c.sha256, c.size)
-                artifacts.append(Artifact(t.name, t.device, RULE_AOTI, c.file, c.isa))
+                artifacts.append(Artifact(t.name, t.device, c.rule, c.file, c.isa, c.rule_version))
             variants.append(replace(variant, artifacts=tuple(artifacts)))
         m.entries[ex.key] = replace(ex.entry, variants=tuple(variants))
     for m in manifests.values():

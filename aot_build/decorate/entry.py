@@ -53,14 +53,29 @@ class AotEntry:
             for a list), with ``None`` in ``self``'s place for a method; or a zero-argument
             callable returning it (``torch.export.Dim`` imports sympy, ~0.4 s: a callable
             keeps that out of your package's import).
+        rule: the compile rule (``aoti``, ``dynamo``, or one installed in the
+            ``aot_build.rules`` entry point group); None: the project's ``rule`` setting.
+        backward: also compile the backward pass, so that calls with grad enabled run
+            compiled and gradients flow to the inputs and weights.
     """
 
     __wrapped__: Callable[..., Any]
 
     def __init__(
-        self, fn: Callable[..., Any], example_inputs: ExampleInputs, dynamic_shapes: Any = None
+        self,
+        fn: Callable[..., Any],
+        example_inputs: ExampleInputs,
+        dynamic_shapes: Any = None,
+        rule: str | None = None,
+        backward: bool = False,
     ) -> None:
         where = _describe(fn)
+        if rule is not None and (not isinstance(rule, str) or not rule):
+            raise EntryError(
+                f"@aot_entry on {where}: rule must be a rule's name (e.g. rule=\"aoti\"), got {rule!r}"
+            )
+        if not isinstance(backward, bool):
+            raise EntryError(f"@aot_entry on {where}: backward must be True or False, got {backward!r}")
         if not isinstance(fn, types.FunctionType):
             raise EntryError(
                 f"@aot_entry on {where}: expected a plain Python function, got "
@@ -83,6 +98,8 @@ class AotEntry:
         self.binder = CallBinder(fn, where)
         self._example_inputs = example_inputs
         self._dynamic_shapes = dynamic_shapes
+        self.rule = rule
+        self.backward = backward
         self._lock = threading.Lock()
         #: The class a method entry belongs to (set by ``__set_name__``); None for functions.
         self.owner: type | None = None
@@ -219,10 +236,30 @@ class AotEntry:
 
 
 @overload
-def aot_entry(fn: F, *, example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> F: ...
+def aot_entry(
+    fn: F,
+    *,
+    example_inputs: ExampleInputs,
+    dynamic_shapes: Any = None,
+    rule: str | None = None,
+    backward: bool = False,
+) -> F: ...
 @overload
-def aot_entry(*, example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> Callable[[F], F]: ...
-def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs, dynamic_shapes: Any = None) -> Any:
+def aot_entry(
+    *,
+    example_inputs: ExampleInputs,
+    dynamic_shapes: Any = None,
+    rule: str | None = None,
+    backward: bool = False,
+) -> Callable[[F], F]: ...
+def aot_entry(
+    fn: Any = None,
+    *,
+    example_inputs: ExampleInputs,
+    dynamic_shapes: Any = None,
+    rule: str | None = None,
+    backward: bool = False,
+) -> Any:
     """Mark a module-level function, or a method of an ``nn.Module`` subclass, for
     ahead-of-time compiling.
 
@@ -236,6 +273,10 @@ def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs, dynamic_shapes: 
             ``{0: Dim("batch", min=1, max=64)}`` or a tuple per dimension; ``None`` for
             static arguments (and for ``self``). A list with one per input set when
             ``example_inputs`` is a list. May be a zero-argument callable returning it.
+        rule: the compile rule for this entry (``aoti``, ``dynamo``, or an installed
+            third-party rule); None: ``[tool.aot-build] rule`` (default ``aoti``).
+        backward: compile the backward pass too: calls with grad enabled run compiled and
+            ``.backward()`` gives gradients for the inputs and the weights the entry reads.
 
     Returns:
         An :class:`AotEntry` that calls the compiled artifact when one fits the call, and the
@@ -243,7 +284,7 @@ def aot_entry(fn: Any = None, *, example_inputs: ExampleInputs, dynamic_shapes: 
     """
 
     def wrap(f: Callable[..., Any]) -> AotEntry:
-        return AotEntry(f, example_inputs, dynamic_shapes)
+        return AotEntry(f, example_inputs, dynamic_shapes, rule, backward)
 
     return wrap if fn is None else wrap(fn)
 

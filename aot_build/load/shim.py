@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import paths, trees, values
+from .. import paths, rules, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..manifest import Artifact, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
-from .artifacts import artifact_dir, manifest_for, open_library, verify
+from .artifacts import artifact_dir, manifest_for, verify
 from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, RefusingCheck, first_problem
 
 if TYPE_CHECKING:
@@ -97,8 +97,45 @@ _VERIFIED: dict[str, str | None] = {}
 _RUNNERS_LOCK = threading.Lock()
 
 
+_NO_RULE: dict[tuple[str, str], Miss] = {}
+
+
+def _rule(art: Artifact) -> rules.Rule:
+    """The installed rule that loads ``art``; Miss when it is missing or of another version
+    (remembered: looking for an uninstalled rule reads every distribution's entry points)."""
+    refused = _NO_RULE.get((art.rule, art.rule_version))
+    if refused is not None:
+        raise refused
+    try:
+        return _find_rule(art)
+    except Miss as miss:
+        _NO_RULE[(art.rule, art.rule_version)] = miss
+        raise
+
+
+def _find_rule(art: Artifact) -> rules.Rule:
+    try:
+        rule = rules.find(art.rule)
+    except (rules.UnknownRule, TypeError) as exc:
+        raise Miss(
+            "rule",
+            f"its artifact {art.file} was built by compile rule {art.rule!r}: {exc}",
+            f"rule {art.rule}",
+        ) from exc
+    if rule.version != art.rule_version:
+        raise Miss(
+            "rule",
+            f"its artifact {art.file} was built by compile rule {art.rule!r} version "
+            f"{art.rule_version}, this environment has version {rule.version}; install the "
+            "rule's release the wheel was built with, or rebuild the wheel",
+            f"rule {art.rule}",
+        )
+    return rule
+
+
 def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.device) -> Any:
-    """The loaded library for ``art`` on ``device``: verified and opened once per process."""
+    """The callable for ``art`` on ``device`` (flat tensors in, flat outputs out): verified
+    and loaded by its rule once per process."""
     path = folder / art.file
     key = (str(path), str(device))
     r = _RUNNERS.get(key)
@@ -116,10 +153,14 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
         problem = _VERIFIED[str(path)]
         if problem:
             raise Miss("artifact", f"{problem}; reinstall the package", f"artifact {art.file}")
+        rule = _rule(art)
         try:
-            r = open_library(path, str(device))
-        except Exception as exc:  # a library the platform refuses
-            raise Miss("artifact", f"cannot load {art.file}: {exc}", f"artifact {art.file}") from exc
+            r = rule.load(path, str(device))
+        except Exception as exc:  # a library the platform refuses, a rule that cannot load
+            raise Miss(
+                "artifact", f"cannot load {art.file} (rule {art.rule}): {type(exc).__name__}: {exc}",
+                f"artifact {art.file}",
+            ) from exc
         _RUNNERS[key] = r
         return r
 
@@ -133,7 +174,8 @@ class _VariantRunner:
         self.manifest = manifest
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
         for a in variant.artifacts:
-            self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
+            if a.role == "inference":
+                self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
         self._size_one = size_one
         self.n_tensors = sum(lf.tensor is not None for lf in variant.leaves)
         #: What a call's leaves must give to reach this variant: (dtype, rank) or the value.
@@ -240,7 +282,7 @@ class _VariantRunner:
         if self.check.weights_need_grad and _is_grad_enabled():
             raise Miss("autograd", _AUTOGRAD_WEIGHTS)
         try:
-            out = runner.run(r)
+            out = runner(r)
         except Exception as exc:
             raise Miss(
                 "artifact", f"the library failed: {type(exc).__name__}: {exc}", "library error"

@@ -151,6 +151,7 @@ class build_aot(Command):
             "cache_max_bytes": parse_size(self.settings.cache_max_size) or 0,
             "jobs": jobs,
             "progress": self.settings.progress,
+            "rule": self.settings.rule,
         }
         config = staging.parent / "job.json"
         config.write_text(json.dumps(job))

@@ -1,8 +1,10 @@
-"""The ``aoti`` compile rule: AOTInductor on the exported program, shipped as a bare shared library.
+"""The ``aoti`` compile rule (the default): AOTInductor on the exported program, shipped as a
+bare shared library.
 
 The library is taken out of AOTInductor's .pt2 package and shipped unpacked: loading it with
 ``AOTIModelContainerRunnerCpu`` is a ``dlopen`` (about a millisecond, no compiler), where
-``aoti_load_package`` takes seconds.
+``aoti_load_package`` takes seconds. Build-side imports (Inductor) happen in :meth:`compile`
+only: the shim imports this module at run time.
 """
 
 from __future__ import annotations
@@ -13,23 +15,17 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-import torch._inductor
-
+from ..constants import RULE_AOTI
 from ..targets import Target, compile_options
-from .isa import pinned_vec_isa, small_loops_serial
-from .toolchain import content_build_id
+from . import FLAT, Built, CompileRequest
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
-def constant_tensors(ep: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
-    """Tensors the exported graph would bake in (neither arguments nor lifted weights)."""
-    consts = {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}
-    consts.update({k: v for k, v in ep.state_dict.items() if isinstance(v, torch.Tensor)})
-    return consts
+    import torch
 
 
 def _isa_label(meta: dict[str, Any], target: Target) -> str:
@@ -37,16 +33,6 @@ def _isa_label(meta: dict[str, Any], target: Target) -> str:
         return f"sm_{meta.get('AOTI_COMPUTE_CAPABILITY', '?')}"
     isa = str(meta.get("AOTI_CPU_ISA", ""))
     return "scalar (no vector ISA)" if isa == "INVALID_VEC_ISA" else isa
-
-
-@dataclass
-class Built:
-    """One compiled library, stripped, named by its content."""
-
-    path: Path
-    sha256: str
-    size: int
-    isa: str
 
 
 def compile_library(
@@ -58,7 +44,12 @@ def compile_library(
     cxx: str = "",
 ) -> Built:
     """Compile ``ep`` for ``target`` into ``workdir``; return the library. ``cxx``: the C++
-    compiler Inductor calls (see :mod:`.toolchain`)."""
+    compiler Inductor calls (see :mod:`aot_build.compile.toolchain`)."""
+    import torch._inductor
+
+    from ..compile.isa import pinned_vec_isa, small_loops_serial
+    from ..compile.toolchain import content_build_id
+
     options: dict[str, Any] = {**extra_options, **compile_options(target)}
     if cxx:
         options["cpp.cxx"] = (cxx,)
@@ -90,3 +81,21 @@ def compile_library(
         final = workdir / f"{digest[:24]}.so"
         shutil.move(str(staged), final)
     return Built(path=final, sha256=digest, size=len(data), isa=_isa_label(meta, target))
+
+
+class AotiRule:
+    """``aoti``: one stripped shared library per target; loaded by ``dlopen``, no compiler."""
+
+    name = RULE_AOTI
+    version = "1"
+    convention = FLAT
+
+    def compile(self, request: CompileRequest) -> Built:
+        return compile_library(
+            request.program, request.target, request.options, request.out_dir, request.strip, request.cxx
+        )
+
+    def load(self, path: Path, device: str) -> Callable[[Sequence[torch.Tensor]], Sequence[Any]]:
+        from ..load import artifacts
+
+        return artifacts.open_library(path, device).run  # type: ignore[no-any-return]
