@@ -239,6 +239,9 @@ class Variant:
         input_set: index of the example-input set it was built from.
         pinned: dimensions fixed to a size for this variant (size-1 specialisations).
         labels: one name per leaf for messages (``x``, ``batch['ids']``).
+        training: for training entries (``backward=True``) compiled by a flat rule: how the
+            ``forward`` and ``backward`` artifacts connect (:mod:`aot_build.compile.joint`);
+            empty otherwise.
     """
 
     inputs: Any
@@ -253,6 +256,7 @@ class Variant:
     input_set: int = 0
     pinned: dict[str, int] = field(default_factory=dict)
     labels: tuple[str, ...] = ()
+    training: dict[str, Any] = field(default_factory=dict)
 
     def label(self, i: int) -> str:
         return self.labels[i] if i < len(self.labels) else f"argument leaf {i}"
@@ -490,6 +494,7 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "input_set": v.input_set,
         "pinned": dict(v.pinned),
         "labels": list(v.labels),
+        "training": dict(v.training),
     }
 
 
@@ -538,6 +543,7 @@ def _variant(raw: dict[str, Any]) -> Variant:
         input_set=int(raw.get("input_set", 0)),
         pinned={str(k): int(v) for k, v in raw.get("pinned", {}).items()},
         labels=tuple(str(x) for x in raw.get("labels", ())),
+        training=dict(raw.get("training", {})),
     )
 
 

@@ -3,6 +3,7 @@ environments, project copies, wheel inspection."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -167,6 +168,26 @@ def isolated_env(venv: Venv, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def run_script(venv: Venv, script: str, tmp_path: Path, **env: str) -> dict[str, Any]:
+    """Run ``script`` with ``venv``'s interpreter from a new empty folder under ``tmp_path``,
+    no compiler on PATH (:func:`isolated_env`) and an empty TORCHINDUCTOR_CACHE_DIR; return
+    the JSON of its last ``RESULT: {...}`` line, with its stderr under ``"stderr"``."""
+    work = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
+    (work / "inductor").mkdir(parents=True)
+    (work / "script.py").write_text(script, encoding="utf-8")
+    proc = run(
+        [venv.python, work / "script.py"],
+        cwd=work,
+        env=isolated_env(venv, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"), **env),
+        check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT: ")]
+    assert proc.returncode == 0 and lines, describe(proc)
+    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT: "))
+    result["stderr"] = proc.stderr
+    return result
 
 
 def wheel_names(wheel: Path) -> list[str]:

@@ -12,11 +12,10 @@ import shutil
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, TORCH_PIN, Venv, build_env, isolated_env, make_venv, run
+from helpers import SAMPLE_PROJECTS, TORCH_PIN, Venv, build_env, isolated_env, make_venv, run, run_script
 
 pytestmark = pytest.mark.e2e
 
@@ -63,24 +62,6 @@ except ImportError:
 facts["warnings"] = [str(w.message) for w in caught if w.category.__name__ == "FallbackWarning"]
 print("RESULT: " + json.dumps(facts))
 '''
-
-
-def _check(venv: Venv, tmp_path: Path, **env: str) -> dict[str, Any]:
-    """Run CHECK in ``venv`` from an empty folder, no compiler on PATH, empty Inductor cache."""
-    work = tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}"
-    (work / "inductor").mkdir(parents=True)
-    (work / "check.py").write_text(CHECK, encoding="utf-8")
-    proc = run(
-        [venv.python, work / "check.py"],
-        cwd=work,
-        env=isolated_env(venv, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"), **env),
-        check=False,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT: ")]
-    assert proc.returncode == 0 and lines, proc.stdout + proc.stderr
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT: "))
-    result["stderr"] = proc.stderr
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +113,7 @@ def test_manifest_records_each_entrys_rule(user_wheel: tuple[Path, str]) -> None
 
 
 def test_installed_rule_serves_calls(venv: Venv, tmp_path: Path) -> None:
-    facts = _check(venv, tmp_path, AOT_BUILD_STRICT="1")
+    facts = run_script(venv, CHECK, tmp_path, AOT_BUILD_STRICT="1")
     for call in ("head-5", "head-40", "scores-8"):
         assert facts[call] == {"equal": True, "ran_python": False}, (call, facts)
     assert facts["new-weights"] is True
@@ -142,7 +123,7 @@ def test_installed_rule_serves_calls(venv: Venv, tmp_path: Path) -> None:
 
 def test_missing_rule_falls_back_naming_it(venv: Venv, tmp_path: Path, e2e_dir: Path) -> None:
     run([venv.python, "-m", "pip", "uninstall", "-y", "aot-build-rule-exported"], cwd=e2e_dir)
-    facts = _check(venv, tmp_path)
+    facts = run_script(venv, CHECK, tmp_path)
     assert facts["loaded"] is None
     assert facts["head-5"] == {"equal": True, "ran_python": True}
     assert facts["scores-8"] == {"equal": True, "ran_python": False}  # aoti entries are unaffected

@@ -35,12 +35,13 @@ from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse
 from .cache import BuildCache
 from .guards import plan, summary
 from .inputs import InputSet, input_sets, pinned_copies
+from .joint import JointPrograms, export_joint
 from .lifting import constant_tensors
 from .pool import Options, compile_program, describe_failure, run_tasks
 from .shapes import Shapes, input_leaves, read_shapes
 from .specs import dtype_name
 from .trace import Traced, trace
-from .units import Compiled, ExportedEntry, Task, assemble, program_bytes, program_name, tasks_of
+from .units import Compiled, ExportedEntry, Source, Task, assemble, program_bytes, program_name, tasks_of
 
 
 @dataclass
@@ -191,9 +192,10 @@ class _Compiler:
         self.skipped: list[dict[str, str]] = []
         self.cache = BuildCache(Path(job.cache_dir) if job.cache_dir else None, job.cache_max_bytes)
         self.hits = self.misses = 0
-        #: Where saved programs go (content-named), and those torch.export could not save.
+        #: Where saved programs go (content-named); programs compiled in this process instead
+        #: (torch.export could not save them, or a CALL rule compiles the function itself).
         self.programs = Path()
-        self.unsaved: dict[str, torch.export.ExportedProgram] = {}
+        self.unsaved: dict[str, Source] = {}
 
     def usable_targets(self) -> list[Target]:
         usable = []
@@ -277,6 +279,42 @@ class _Compiler:
         traced.embedded = embedded
         return traced
 
+    @staticmethod
+    def joint(ep: torch.export.ExportedProgram, where: str) -> JointPrograms:
+        """The forward and backward programs of a training entry's variant; every floating
+        input (argument or weight) gets its gradient computed."""
+        flags = [
+            isinstance(v, torch.Tensor) and v.dtype.is_floating_point
+            for v in (n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder")
+        ]
+        try:
+            return export_joint(ep, flags)
+        except CompileError as exc:
+            raise CompileError(f"{where}: backward=True: {exc}") from exc
+        except Exception as exc:
+            raise compile_failure(
+                where,
+                "splitting the training graph into forward and backward failed",
+                exc,
+                "make the function differentiable without in-place updates or random ops, or "
+                "drop backward=True",
+            ) from exc
+
+    def call_programs(
+        self, entry: AotEntry, iset: InputSet, device: str, ep: torch.export.ExportedProgram
+    ) -> dict[str, str]:
+        """A CALL rule compiles the function itself, in this process: one unit per role, for
+        inference (under no_grad) and, with backward=True, for calls with grad enabled."""
+        args = ((iset.self_obj,) if entry.is_method else ()) + tuple(iset.args)
+        spec = iset.export_spec()
+        spec = (None, *spec) if entry.is_method else spec
+        out = {}
+        for role, grad in (("", False), ("/forward", True)) if entry.backward else (("", False),):
+            name = f"call-{len(self.unsaved)}"
+            self.unsaved[name] = Source(ep, entry.__wrapped__, args, spec, grad)
+            out[device + role] = name
+        return out
+
     def save_program(self, ep: torch.export.ExportedProgram, where: str) -> str:
         """Save ``ep`` for the compile workers; its file name (content-named). A program
         torch.export cannot save is compiled in this process instead (with a note)."""
@@ -284,7 +322,7 @@ class _Compiler:
             data = program_bytes(ep)
         except Exception as exc:
             name = f"unsaved-{len(self.unsaved)}"
-            self.unsaved[name] = ep
+            self.unsaved[name] = Source(ep)
             say(f"note: {where}: compiled in the build process, not cached ({type(exc).__name__} "
                 f"while saving the program: {exc})")
             return name
@@ -295,13 +333,25 @@ class _Compiler:
         return name
 
     def variant(
-        self, entry: AotEntry, iset: InputSet, devices: list[str], where: str
+        self, entry: AotEntry, iset: InputSet, devices: list[str], where: str, rule: rules.Rule
     ) -> tuple[Variant, dict[str, str], Shapes]:
         """Export one input set for each device; the variant's record (artifacts come from
-        the compile step) and its program per device."""
+        the compile step) and its programs: per device (``cpu``) and, for a training entry,
+        per device and role (``cpu/forward``, ``cpu/backward``)."""
         here = where + (f" [{', '.join(f'{k}={v}' for k, v in iset.pinned.items())}]" if iset.pinned else "")
         exported: dict[str, Traced] = {d: self.export(entry, iset, d, here) for d in devices}
-        programs = {d: self.save_program(t.ep, here) for d, t in exported.items()}
+        programs: dict[str, str] = {}
+        training: dict[str, Any] = {}
+        for d, t in exported.items():
+            if rule.convention == rules.CALL:
+                programs.update(self.call_programs(entry, iset, d, t.ep))
+                continue
+            programs[d] = self.save_program(t.ep, here)
+            if entry.backward:
+                joint = self.joint(t.ep, here)
+                programs[f"{d}/forward"] = self.save_program(joint.forward, here)
+                programs[f"{d}/backward"] = self.save_program(joint.backward, here)
+                training = joint.meta
         traced = exported.get("cpu") or next(iter(exported.values()))
         shapes = read_shapes(traced.ep, iset)
         arg_leaves, in_spec = pytree.tree_flatten(iset.args)
@@ -320,6 +370,7 @@ class _Compiler:
             input_set=iset.index,
             pinned=dict(iset.pinned),
             labels=tuple(iset.labels),
+            training=training,
         )
         say(f"{entry.key} ({variant.signature()}): {summary(guards, weights)}")
         return variant, programs, shapes
@@ -353,8 +404,9 @@ class _Compiler:
             )
         variants: list[Variant] = []
         programs: list[dict[str, str]] = []
+        found = rules.find(rule)
         for iset in sets:
-            generic, progs, shapes = self.variant(entry, iset, devices, where)
+            generic, progs, shapes = self.variant(entry, iset, devices, where, found)
             variants.append(generic)
             programs.append(progs)
             ones = shapes.ones()
@@ -364,7 +416,7 @@ class _Compiler:
                 except AotBuildError as exc:
                     raise CompileError(f"{where}: {exc}") from exc
                 for copy in copies:
-                    v, progs, _ = self.variant(entry, copy, devices, where)
+                    v, progs, _ = self.variant(entry, copy, devices, where, found)
                     variants.append(v)
                     programs.append(progs)
         record = Entry(

@@ -28,7 +28,7 @@ from .. import rules
 from ..errors import CompileError, compile_failure
 from ..targets import parse_target
 from .toolchain import write_wrapper
-from .units import Compiled, Task
+from .units import Compiled, Source, Task
 
 
 @dataclass
@@ -62,14 +62,23 @@ def load_program(path: Path, module: str) -> Any:
 def compile_task(task: Task, opts: Options) -> Compiled:
     """Compile one program for one target (in a worker, or in the calling process)."""
     ep = load_program(Path(opts.programs_dir) / task.program, task.module)
-    return compile_program(task, ep, opts)
+    return compile_program(task, Source(ep), opts)
 
 
-def compile_program(task: Task, ep: Any, opts: Options) -> Compiled:
-    """Compile ``ep`` (the program of ``task``) with the task's rule."""
+def compile_program(task: Task, source: Source, opts: Options) -> Compiled:
+    """Compile ``source`` (of ``task``) with the task's rule."""
     rule = rules.find(task.rule)
     request = rules.CompileRequest(
-        ep, parse_target(task.target), Path(opts.out_dir), opts.inductor_options, opts.strip, opts.cxx
+        source.program,
+        parse_target(task.target),
+        Path(opts.out_dir),
+        opts.inductor_options,
+        opts.strip,
+        opts.cxx,
+        function=source.function,
+        args=source.args,
+        dynamic_shapes=source.dynamic_shapes,
+        grad=source.grad,
     )
     return Compiled.of(task, rule.compile(request), rule.version)
 

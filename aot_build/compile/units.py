@@ -117,6 +117,19 @@ class Task:
 
 
 @dataclass
+class Source:
+    """What a compile is given: the program and, for CALL rules (compiled in the build
+    process), the function with the variant's example arguments; see
+    :class:`aot_build.rules.CompileRequest`."""
+
+    program: torch.export.ExportedProgram
+    function: Any = None
+    args: tuple[Any, ...] = ()
+    dynamic_shapes: Any = None
+    grad: bool = False
+
+
+@dataclass
 class Compiled:
     """One compiled library."""
 
@@ -168,11 +181,23 @@ def tasks_of(exported: list[ExportedEntry], targets: list[Target]) -> list[Task]
             pinned = ", ".join(f"{k}={v}" for k, v in variant.pinned.items())
             label = ex.key + (f" ({pinned})" if pinned else "")
             for t in targets:
-                program = programs[t.device]
-                seen.setdefault(
-                    (program, t.name, ex.rule), Task(program, t.name, ex.rule, ex.where, module, label)
-                )
+                for program, role in roles(programs, t.device):
+                    named = label if role == "inference" else f"{label} {role}"
+                    seen.setdefault(
+                        (program, t.name, ex.rule), Task(program, t.name, ex.rule, ex.where, module, named)
+                    )
     return list(seen.values())
+
+
+def roles(programs: dict[str, str], device: str) -> list[tuple[str, str]]:
+    """(program, role) of one device in a variant's programs (``cpu``: inference;
+    ``cpu/forward``, ``cpu/backward``: a training entry's), in a fixed order."""
+    out = []
+    for key, program in sorted(programs.items()):
+        d, _, role = key.partition("/")
+        if d == device:
+            out.append((program, role or "inference"))
+    return out
 
 
 def assemble(
@@ -193,9 +218,10 @@ def assemble(
         for variant, programs in zip(ex.entry.variants, ex.programs, strict=True):
             artifacts = []
             for t in targets:
-                c = by_unit[(programs[t.device], t.name, ex.rule)]
-                m.files[c.file] = FileRecord(c.sha256, c.size)
-                artifacts.append(Artifact(t.name, t.device, c.rule, c.file, c.isa, c.rule_version))
+                for program, role in roles(programs, t.device):
+                    c = by_unit[(program, t.name, ex.rule)]
+                    m.files[c.file] = FileRecord(c.sha256, c.size)
+                    artifacts.append(Artifact(t.name, t.device, c.rule, c.file, c.isa, c.rule_version, role))
             variants.append(replace(variant, artifacts=tuple(artifacts)))
         m.entries[ex.key] = replace(ex.entry, variants=tuple(variants))
     for m in manifests.values():

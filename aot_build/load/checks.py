@@ -138,13 +138,17 @@ class CheckBuilder:
 
     Args:
         variant: the manifest record.
-        device_types: the device types the variant has artifacts for.
-        module_base: ``torch.nn.Module``.
+        cuda: whether the variant has CUDA artifacts.
+        size_one: symbols some other variant serves at size 1.
+        trains: the variant has training artifacts: tensors requiring grad are its to serve.
     """
 
-    def __init__(self, variant: Variant, cuda: bool, size_one: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, variant: Variant, cuda: bool, size_one: frozenset[str] = frozenset(), trains: bool = False
+    ) -> None:
         self.v = variant
         self.cuda = cuda
+        self.trains = trains
         self.size_one = size_one
         self.src = _Source()
         self._vars: dict[ObjPath, str] = {}
@@ -438,7 +442,7 @@ class CheckBuilder:
         n = len(self.v.leaves)
         tensors = self._inputs()
         grads = " or ".join(f"{a}.requires_grad" for a in tensors)
-        if grads:
+        if grads and not self.trains:
             fail = src.fail("autograd", "autograd", lambda s, args: _AUTOGRAD)
             src.emit(f"if GE() and ({grads}): {fail}")
         self._state()

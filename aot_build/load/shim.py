@@ -93,6 +93,7 @@ class _Fallback:
 
 
 _RUNNERS: dict[tuple[str, str], Any] = {}
+_LOAD_FAILED: dict[tuple[str, str], Miss] = {}
 _VERIFIED: dict[str, str | None] = {}
 _RUNNERS_LOCK = threading.Lock()
 
@@ -133,9 +134,9 @@ def _find_rule(art: Artifact) -> rules.Rule:
     return rule
 
 
-def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.device) -> Any:
-    """The callable for ``art`` on ``device`` (flat tensors in, flat outputs out): verified
-    and loaded by its rule once per process."""
+def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.device, function: Any) -> Any:
+    """The callable for ``art`` on ``device`` in its rule's calling convention: verified and
+    loaded by its rule once per process."""
     path = folder / art.file
     key = (str(path), str(device))
     r = _RUNNERS.get(key)
@@ -153,14 +154,19 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
         problem = _VERIFIED[str(path)]
         if problem:
             raise Miss("artifact", f"{problem}; reinstall the package", f"artifact {art.file}")
+        failed = _LOAD_FAILED.get(key)
+        if failed is not None:  # loading again would fail again, and may take seconds
+            raise failed
         rule = _rule(art)
         try:
-            r = rule.load(path, str(device))
+            r = rule.load(path, str(device), function)
         except Exception as exc:  # a library the platform refuses, a rule that cannot load
-            raise Miss(
-                "artifact", f"cannot load {art.file} (rule {art.rule}): {type(exc).__name__}: {exc}",
+            miss = _LOAD_FAILED[key] = Miss(
+                "artifact",
+                f"cannot load {art.file} (rule {art.rule}): {type(exc).__name__}: {exc}",
                 f"artifact {art.file}",
-            ) from exc
+            )
+            raise miss from exc
         _RUNNERS[key] = r
         return r
 
@@ -168,14 +174,24 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
 class _VariantRunner:
     """One compiled variant: its check, its libraries, and how to build the result."""
 
-    def __init__(self, variant: Variant, folder: Path, manifest: Manifest, size_one: frozenset[str]) -> None:
+    def __init__(
+        self, variant: Variant, folder: Path, manifest: Manifest, size_one: frozenset[str], function: Any
+    ) -> None:
         self.variant = variant
         self.folder = folder
         self.manifest = manifest
+        self.function = function
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
+        #: A training entry's artifacts by (target, role): "forward", "backward".
+        self.by_role: dict[tuple[str, str], Artifact] = {}
         for a in variant.artifacts:
             if a.role == "inference":
                 self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
+            else:
+                self.by_role[(a.target, a.role)] = a
+        self.trains = bool(self.by_role)
+        #: The rules' calling convention (one rule builds all of an entry's artifacts).
+        self.convention = _convention(variant)
         self._size_one = size_one
         self.n_tensors = sum(lf.tensor is not None for lf in variant.leaves)
         #: What a call's leaves must give to reach this variant: (dtype, rank) or the value.
@@ -192,7 +208,7 @@ class _VariantRunner:
     def check(self) -> Check | RefusingCheck:
         """Generated on first use: most calls of an entry meet one variant only."""
         try:
-            return CheckBuilder(self.variant, "cuda" in self.by_device, self._size_one).build()
+            return CheckBuilder(self.variant, "cuda" in self.by_device, self._size_one, self.trains).build()
         except Exception as exc:  # a record the generator cannot use: fall back, never crash
             return RefusingCheck(f"cannot use its manifest record: {type(exc).__name__}: {exc}")
 
@@ -251,17 +267,47 @@ class _VariantRunner:
             raise self.cpu_pick
         return self.cpu_pick
 
-    def runner(self, device: torch.device) -> Any:
+    def pick(self, device: torch.device) -> Artifact:
+        """The inference artifact serving ``device``: the best target this machine runs."""
         if device.type == "cpu":
-            if self.cpu_runner is None:
-                self.cpu_runner = _runner(self.folder, self.pick_cpu(), self.manifest, _CPU)
-            return self.cpu_runner
+            return self.pick_cpu()
         cap = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
         fits = [a for t, a in self.by_device.get(device.type, []) if cap and cuda_target_fits(t, cap)]
         if not fits:
             raise Miss("device", f"no artifact for {device} (capability {cap})")
-        best = max(fits, key=lambda a: parse_target(a.target).capability or (0, 0))
-        return _runner(self.folder, best, self.manifest, device)
+        return max(fits, key=lambda a: parse_target(a.target).capability or (0, 0))
+
+    def runner(self, device: torch.device) -> Any:
+        if device.type == "cpu":
+            if self.cpu_runner is None:
+                self.cpu_runner = _runner(self.folder, self.pick_cpu(), self.manifest, _CPU, self.function)
+            return self.cpu_runner
+        return _runner(self.folder, self.pick(device), self.manifest, device, self.function)
+
+    def trainer(self, device: torch.device) -> Any:
+        """What runs a call with gradients: the forward and backward libraries of the
+        inference pick's target joined by autograd (flat rules), or the rule's own
+        grad-enabled callable (call rules)."""
+        target = self.pick(device).target
+        forward = self.by_role.get((target, "forward"))
+        backward = self.by_role.get((target, "backward"))
+        if forward is None or (self.convention == rules.FLAT and backward is None):
+            raise Miss("autograd", f"no training artifact for target {target} (the manifest lists none)")
+        fwd = _runner(self.folder, forward, self.manifest, device, self.function)
+        if self.convention == rules.CALL:
+            return fwd
+        assert backward is not None
+        key = (forward.file, backward.file, str(device))
+        joined = _TRAINERS.get(key)
+        if joined is None:
+            from .autograd import training_call
+
+            bwd = _runner(self.folder, backward, self.manifest, device, self.function)
+            try:
+                joined = _TRAINERS[key] = training_call(fwd, bwd, self.variant.training)
+            except Exception as exc:  # a record the runtime cannot use: fall back, never crash
+                raise Miss("manifest", f"cannot use its training record: {exc}", "training") from exc
+        return joined
 
     def failure(self, code: int, self_obj: Any, leaves: tuple[Any, ...]) -> Miss:
         """What failed check ``code`` means for this call. Warnings are given once per key:
@@ -276,18 +322,52 @@ class _VariantRunner:
             detail = f"{f.key} differs ({type(exc).__name__})"
         return Miss(f.reason, detail, detail if f.reason == "state" else f.key)
 
-    def run(self, r: tuple[Any, ...], leaves: tuple[Any, ...]) -> Any:
+    def run(
+        self, r: tuple[Any, ...], leaves: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """The result of a call whose check gave ``r``; ``args``/``kwargs`` as the caller
+        passed them (for CALL rules)."""
         device = r[0].device if self.n_tensors and not r[0].is_cpu else _CPU
-        runner = self.cpu_runner if device is _CPU and self.cpu_runner is not None else self.runner(device)
-        if self.check.weights_need_grad and _is_grad_enabled():
+        grad = False
+        if self.trains:
+            grad = _is_grad_enabled() and any(type(t) in _TENSOR_TYPES and t.requires_grad for t in r)
+        elif self.check.weights_need_grad and _is_grad_enabled():
             raise Miss("autograd", _AUTOGRAD_WEIGHTS)
+        if grad:
+            runner = self.trainer(device)
+        elif device is _CPU and self.cpu_runner is not None:
+            runner = self.cpu_runner
+        else:
+            runner = self.runner(device)
         try:
+            if self.convention == rules.CALL:
+                if grad:
+                    return runner(*args, **kwargs)
+                with torch.no_grad():  # checked: nothing requires grad; built for no-grad calls
+                    return runner(*args, **kwargs)
             out = runner(r)
+        except rules.Refused as exc:
+            rule = self.variant.artifacts[0].rule
+            raise Miss("rule", f"rule {rule} refused the call: {exc}", f"rule {rule} refused") from exc
         except Exception as exc:
             raise Miss(
                 "artifact", f"the library failed: {type(exc).__name__}: {exc}", "library error"
             ) from exc
         return self.build(out, leaves, r)
+
+
+_TRAINERS: dict[tuple[str, str, str], Any] = {}
+
+
+def _convention(variant: Variant) -> str:
+    """The calling convention of the variant's rule; FLAT when the rule is not installed
+    (its artifacts are refused when loaded, with the reason)."""
+    if not variant.artifacts:
+        return rules.FLAT
+    try:
+        return rules.find(variant.artifacts[0].rule).convention
+    except (rules.UnknownRule, TypeError):
+        return rules.FLAT
 
 
 _AUTOGRAD_WEIGHTS = (
@@ -362,7 +442,9 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         size_one: dict[int, frozenset[str]] = {}
         for v in record.variants:
             size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.pinned)
-        variants = [_VariantRunner(v, folder, manifest, size_one[v.input_set]) for v in record.variants]
+        variants = [
+            _VariantRunner(v, folder, manifest, size_one[v.input_set], fn) for v in record.variants
+        ]
     except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash
         return always("manifest", f"cannot use its manifest record: {type(exc).__name__}: {exc}")
     if not variants:
@@ -472,7 +554,7 @@ class _Bound:
                 first = first or (r, v)  # the dynamic variant's failure explains best
                 continue
             try:
-                return v.run(r, leaves)
+                return v.run(r, leaves, args, kwargs)
             except Miss as miss:
                 return self.fallback(miss, args, kwargs)
         assert first is not None

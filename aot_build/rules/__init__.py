@@ -1,12 +1,18 @@
 """Compile rules: how an exported program becomes the files shipped for one target, and how
 the shim turns those files back into something it can call.
 
-A rule sees the same thing whichever entry it compiles: the entry's *lifted* program, saved
-by ``torch.export.save`` (its flat inputs are the call's tensor leaves and then the weights
-the entry reads from package state; its flat outputs are tensors and sizes). It returns a
-callable with the :data:`FLAT` calling convention. Everything around that call (argument
-specs, dynamic ranges, guards on package state, weights read by path, the result's
-structure, fallback and strict mode, file hashes) is the shim's and shared by every rule;
+A rule declares one of two calling conventions:
+
+* :data:`FLAT`: it compiles the entry's *lifted* program (its flat inputs are the call's
+  tensor leaves and then the weights the entry reads from package state, in the program's own
+  input structure; its flat outputs are tensors and sizes), in a worker process, and loads a
+  callable taking those tensors and returning those outputs. The shim builds the result.
+* :data:`CALL`: it compiles the entry's Python function itself from the example inputs, in
+  the build process, and loads a callable taking the function's own arguments and returning
+  its result. It raises :class:`Refused` for a call it cannot serve (the shim falls back).
+
+Everything around the call (argument specs, dynamic ranges, guards on package state, weights
+read by path, fallback and strict mode, file hashes) is the shim's and shared by every rule;
 a rule cannot make a call skip a check.
 
 Rules are found by name: the built-ins (:data:`BUILTIN`) and those other distributions
@@ -32,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..constants import RULE_AOTI
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     import torch
 
@@ -43,6 +49,8 @@ ENTRY_POINT_GROUP = "aot_build.rules"
 #: The one calling convention: ``run(tensors)`` takes the call's tensor leaves then the
 #: weights, in the manifest's order, and returns the program's flat outputs in order.
 FLAT = "flat"
+#: ``run(*args, **kwargs)`` takes the function's own arguments and returns its result.
+CALL = "call"
 #: Rules aot_build ships: name -> "module:attribute".
 BUILTIN = {RULE_AOTI: "aot_build.rules.aoti:AotiRule", "dynamo": "aot_build.rules.dynamo:DynamoRule"}
 
@@ -77,6 +85,13 @@ class CompileRequest:
         strip: the project's ``strip`` setting (libraries: strip symbol tables).
         cxx: the C++ compiler to call, a wrapper that keeps build paths out of the output
             (empty: the rule's own choice).
+        function: :data:`CALL` rules: the entry's Python function (a method's function for
+            method entries; ``args`` then starts with the instance).
+        args: :data:`CALL` rules: the example arguments of this variant (positional).
+        dynamic_shapes: :data:`CALL` rules: the variant's ``dynamic_shapes`` (torch.export's
+            spelling, by parameter name or position), or None.
+        grad: :data:`CALL` rules: compile for calls with grad enabled and gradients (training
+            entries); False: for calls under ``torch.no_grad()``.
     """
 
     program: torch.export.ExportedProgram
@@ -85,6 +100,10 @@ class CompileRequest:
     options: dict[str, Any] = field(default_factory=dict)
     strip: bool = True
     cxx: str = ""
+    function: Callable[..., Any] | None = None
+    args: tuple[Any, ...] = ()
+    dynamic_shapes: Any = None
+    grad: bool = False
 
 
 @runtime_checkable
@@ -96,18 +115,24 @@ class Rule(Protocol):
     #: Recorded on every artifact; the shim loads an artifact only with the same version, so
     #: bump it whenever files written before can no longer be loaded, or loaded the same way.
     version: str
-    #: Calling convention of what :meth:`load` returns: :data:`FLAT`.
+    #: Calling convention of what :meth:`load` returns: :data:`FLAT` or :data:`CALL`.
     convention: str
 
     def compile(self, request: CompileRequest) -> Built:
         """Build side: write the file for ``request.target`` into ``request.out_dir``."""
         ...
 
-    def load(self, path: Path, device: str) -> Callable[[Sequence[torch.Tensor]], Sequence[Any]]:
+    def load(self, path: Path, device: str, function: Callable[..., Any]) -> Callable[..., Any]:
         """Run side: the callable for the file at ``path`` (read-only: write nothing next to
-        it) serving tensors on ``device`` (``cpu``, ``cuda:0``). Called once per file and
-        device; raise to refuse (the shim falls back and names the exception)."""
+        it) serving tensors on ``device`` (``cpu``, ``cuda:0``), for the entry whose Python
+        function is ``function``. Called once per file and device; raise to refuse (the shim
+        falls back and names the exception)."""
         ...
+
+
+class Refused(Exception):
+    """Raised by a :data:`CALL` rule's callable for a call it cannot serve (its own guards
+    failed) before computing anything; the shim runs the Python function, naming the reason."""
 
 
 class UnknownRule(LookupError):
@@ -141,10 +166,10 @@ def _instantiate(obj: Any, name: str, origin: str) -> Rule:
         )
     if rule.name != name:
         raise TypeError(f"rule {name!r} ({origin}) calls itself {rule.name!r}; register it under that name")
-    if rule.convention != FLAT:
+    if rule.convention not in (FLAT, CALL):
         raise TypeError(
             f"rule {name!r} ({origin}) declares calling convention {rule.convention!r}; this "
-            f"aot_build calls rules with {FLAT!r} only"
+            f"aot_build calls rules with {FLAT!r} or {CALL!r}"
         )
     return rule
 

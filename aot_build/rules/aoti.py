@@ -95,7 +95,9 @@ class AotiRule:
             request.program, request.target, request.options, request.out_dir, request.strip, request.cxx
         )
 
-    def load(self, path: Path, device: str) -> Callable[[Sequence[torch.Tensor]], Sequence[Any]]:
+    def load(
+        self, path: Path, device: str, function: Callable[..., Any]
+    ) -> Callable[[Sequence[torch.Tensor]], Sequence[Any]]:
         from ..load import artifacts
 
         return artifacts.open_library(path, device).run  # type: ignore[no-any-return]

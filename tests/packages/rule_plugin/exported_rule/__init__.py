@@ -33,7 +33,9 @@ class ExportedRule:
         path.write_bytes(data)
         return Built(path, digest, len(data), "eager")
 
-    def load(self, path: Path, device: str) -> Callable[[Sequence[torch.Tensor]], Sequence[Any]]:
+    def load(
+        self, path: Path, device: str, function: Callable[..., Any]
+    ) -> Callable[[Sequence[torch.Tensor]], Sequence[Any]]:
         program = torch.export.load(path)
         module, spec = program.module(), program.call_spec.in_spec
         LOADED.append(path.name)
