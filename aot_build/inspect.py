@@ -63,7 +63,7 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
         entries = []
         for key, e in sorted(m.entries.items()):
             for i, v in enumerate(e.variants):
-                cpu = {a.target for a in v.artifacts if a.device == "cpu"}
+                cpu = {a.target for a in v.artifacts if a.device == "cpu" and a.role == "inference"}
                 same_host = m.machine == machine()
                 loads = best_cpu_target(cpu, host) if host is not None and same_host else None
                 entries.append(
@@ -90,6 +90,8 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                                 "target": a.target,
                                 "device": a.device,
                                 "rule": a.rule,
+                                "rule_version": a.rule_version,
+                                "role": a.role,
                                 "file": a.file,
                                 "size": m.files[a.file].size if a.file in m.files else None,
                                 "isa": a.isa,
@@ -138,13 +140,14 @@ def render(info: dict[str, Any]) -> str:
             )
             for a in e["artifacts"]:
                 mark = "  <- this host loads" if a["target"] == e["this_host_loads"] else ""
+                role = "" if a["role"] == "inference" else f" {a['role']}"
                 if a["host_lacks"]:
                     mark += f"  (this CPU lacks {', '.join(a['host_lacks'])})"
                 level = a["needs"]["march"] if a["needs"] else a["isa"]
                 size = f"{a['size'] / 1e6:.2f} MB" if a["size"] is not None else "missing"
                 lines.append(
                     f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<22} {level:<10} "
-                    f"{a['file']}{mark}"
+                    f"{a['rule']}{role} {a['file']}{mark}"
                 )
             if e["this_host_loads"] is None:
                 lines.append("    (no artifact for this host's CPU: calls run as plain Python)")

@@ -800,3 +800,44 @@ def test_library_errors_fall_back(ops: ModuleType, monkeypatch: pytest.MonkeyPat
     ops = importlib.reload(ops)
     with pytest.raises(FallbackError, match="the library failed"):
         ops.affine(X, 3)
+
+
+@pytest.mark.parametrize(
+    ("rule", "version", "fragment"),
+    [
+        ("aoti", "99", "built by compile rule 'aoti' version 99, this environment has version 1"),
+        ("no-such-rule", "1", "no compile rule 'no-such-rule' is installed (available: aoti, dynamo"),
+    ],
+)
+def test_artifact_of_a_rule_not_installed_falls_back(
+    patched_copy: Path,
+    load: Callable[[Path], ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+    rule: str,
+    version: str,
+    fragment: str,
+) -> None:
+    """An artifact whose rule (or rule version) this environment lacks is never loaded: one
+    warning naming the rule, the eager result; strict mode raises."""
+
+    def relabel(raw: dict[str, Any]) -> None:
+        for e in raw["entries"].values():
+            for v in e["variants"]:
+                for a in v["artifacts"]:
+                    a["rule"], a["rule_version"] = rule, version
+
+    _edit_manifest(patched_copy, relabel)
+    monkeypatch.setattr(shim, "_NO_RULE", {})
+    monkeypatch.setattr(shim, "_RUNNERS", {})
+    ops = load(patched_copy)
+    out, ran, caught = call(ops, X, 3)
+    assert ran
+    (msg,) = fallback_messages(caught)
+    assert fragment in msg, msg
+    assert_same(out, eager(ops, X, 3))
+    out, ran, caught = call(ops, X, 3)
+    assert ran and caught == []  # once per entry and reason
+    monkeypatch.setenv("AOT_BUILD_STRICT", "1")
+    ops = load(patched_copy)
+    with pytest.raises(FallbackError, match=re.escape(fragment)):
+        ops.affine(X, 3)

@@ -36,6 +36,7 @@ def _compiler(project: Path, path: Path) -> _Compiler:
         targets=[],
         inductor_options=s.inductor_options,
         strip=s.strip,
+        rule=s.rule,
     )
     return _Compiler(job)
 
@@ -68,8 +69,9 @@ def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -
     exported = compiler.export_entry(found[0], devices)
     if compiler.unsaved:
         raise CompileError(
-            f"{exported.where}: torch.export.save cannot save its program (see the note above); "
-            "a separate compile step needs it saved. Build this package with python -m build"
+            f"{exported.where}: its rule ({exported.rule}) compiles the function in the build "
+            "process, or torch.export.save cannot save its program (see any note above); a "
+            "separate compile step needs a saved program. Build this package with python -m build"
         )
     exported.write(out)
 
