@@ -267,7 +267,7 @@ def test_cli_in_the_installed_environment(
     props = json.loads(schema.stdout)["properties"]
     assert set(props) == {
         "targets", "optional-targets", "modules", "exclude", "strip", "cache", "cache-dir", "cache-max-size",
-        "jobs", "progress", "inductor-options",
+        "jobs", "progress", "rule", "inductor-options",
     }
     installed = run(
         [fresh_venv.python, "-m", "aot_build", "inspect", "example_pkg", "--json"], cwd=tmp_path, env=env

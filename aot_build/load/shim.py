@@ -161,11 +161,14 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
         try:
             r = rule.load(path, str(device), function)
         except Exception as exc:  # a library the platform refuses, a rule that cannot load
-            miss = _LOAD_FAILED[key] = Miss(
+            miss = Miss(
                 "artifact",
                 f"cannot load {art.file} (rule {art.rule}): {type(exc).__name__}: {exc}",
                 f"artifact {art.file}",
             )
+            if isinstance(exc, rules.Unloadable):
+                _LOAD_FAILED[key] = miss
+            # else (out of memory, say) the next call tries again
             raise miss from exc
         _RUNNERS[key] = r
         return r

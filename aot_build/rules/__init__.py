@@ -135,6 +135,12 @@ class Refused(Exception):
     failed) before computing anything; the shim runs the Python function, naming the reason."""
 
 
+class Unloadable(Exception):
+    """Raised by :meth:`Rule.load` when loading cannot succeed in this process (a missing
+    compiler, a CPU without the artifact's ISA): the shim stops trying for that file. Other
+    exceptions may be passing (memory), and the next call tries again."""
+
+
 class UnknownRule(LookupError):
     """No rule of this name is installed."""
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AotBuildError
-from . import CALL, Built, CompileRequest, Refused
+from . import CALL, Built, CompileRequest, Refused, Unloadable
 
 #: File extension of a dynamo artifact.
 SUFFIX = ".dynamo"
@@ -68,7 +68,7 @@ class DynamoBuildError(DynamoRuleError):
     """A function could not be compiled or saved."""
 
 
-class DynamoLoadError(DynamoRuleError):
+class DynamoLoadError(DynamoRuleError, Unloadable):
     """An artifact cannot be loaded here (no C++ compiler, other torch/Python, other CPU ISA,
     a global the function reads is missing, a damaged file)."""
 
