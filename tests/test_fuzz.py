@@ -70,7 +70,7 @@ def _use(raw: Any) -> None:
             continue
         for v in entry.variants:
             try:
-                runner = shim._VariantRunner(v, Path("/nonexistent"), m, frozenset())
+                runner = shim._VariantRunner(v, Path("/nonexistent"), m, frozenset(), None)
             except Exception:  # shim.bind turns any of these into a fallback
                 continue
             check = runner.check

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, TORCH_PIN, Venv, build_env, isolated_env, make_venv, run, run_script
+from helpers import SAMPLE_PROJECTS, Venv, build_env, isolated_env, run, run_script
 
 pytestmark = pytest.mark.e2e
 
@@ -85,10 +85,15 @@ def user_wheel(e2e_dir: Path, links: Path, aot_build_wheel: Path, inductor_cache
 
 
 @pytest.fixture(scope="module")
-def venv(e2e_dir: Path, links: Path, user_wheel: tuple[Path, str]) -> Venv:
-    v = make_venv(e2e_dir / "rule-venv")
-    v.pip_install(TORCH_PIN, user_wheel[0], cwd=e2e_dir, env=build_env(links))
-    return v
+def venv(fresh_venv: Venv, e2e_dir: Path, links: Path, user_wheel: tuple[Path, str]) -> Venv:
+    """The shared fresh environment plus the plugin and the project (the last test here
+    uninstalls the plugin again)."""
+    (plugin,) = links.glob("aot_build_rule_exported-*.whl")
+    fresh_venv.pip_install("--no-deps", plugin, user_wheel[0], cwd=e2e_dir)
+    return fresh_venv
+
+
+STRICT_CALL = "import torch, rule_user_pkg as p\nwith torch.no_grad(): p.head(torch.randn(4, 16))"
 
 
 def test_manifest_records_each_entrys_rule(user_wheel: tuple[Path, str]) -> None:
@@ -132,7 +137,7 @@ def test_missing_rule_falls_back_naming_it(venv: Venv, tmp_path: Path, e2e_dir: 
     assert "compile rule 'exported'" in msg and "no compile rule 'exported' is installed" in msg
     assert "'aot_build.rules'" in msg
     strict = run(
-        [venv.python, "-c", "import torch, rule_user_pkg as p; p.head(torch.randn(4, 16))"],
+        [venv.python, "-c", STRICT_CALL],
         cwd=tmp_path,
         env=isolated_env(venv, AOT_BUILD_STRICT="1"),
         check=False,

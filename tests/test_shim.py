@@ -716,7 +716,7 @@ def _cuda_variant(compiled: Compiled, *names: str) -> Any:
     (variant,) = manifest.entries[KEY].variants
     arts = tuple(dataclasses.replace(variant.artifacts[0], target=n, device="cuda") for n in names)
     return shim._VariantRunner(
-        dataclasses.replace(variant, artifacts=arts), compiled.artifact_dir, manifest, frozenset()
+        dataclasses.replace(variant, artifacts=arts), compiled.artifact_dir, manifest, frozenset(), None
     )
 
 
@@ -729,7 +729,7 @@ def test_cuda_artifact_choice_by_device_capability(
 ) -> None:
     runner = _cuda_variant(compiled, "cuda-sm80", "cuda-sm86", "cuda-sm90", "cuda-sm100")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    monkeypatch.setattr(shim, "_runner", lambda folder, art, manifest, device: (art.target, str(device)))
+    monkeypatch.setattr(shim, "_runner", lambda folder, art, manifest, device, fn: (art.target, str(device)))
     assert runner.runner(torch.device("cuda", 1)) == (expected, "cuda:1")
 
 
@@ -760,10 +760,10 @@ def test_cuda_runners_are_made_per_device_index(compiled: Compiled, monkeypatch:
     manifest = compiled.manifest()
     art = manifest.entries[KEY].variants[0].artifacts[0]
     cuda0, cuda1 = torch.device("cuda", 0), torch.device("cuda", 1)
-    r0 = shim._runner(compiled.artifact_dir, art, manifest, cuda0)
-    r1 = shim._runner(compiled.artifact_dir, art, manifest, cuda1)
+    r0 = shim._runner(compiled.artifact_dir, art, manifest, cuda0, None)
+    r1 = shim._runner(compiled.artifact_dir, art, manifest, cuda1, None)
     assert r0 is not r1
-    assert shim._runner(compiled.artifact_dir, art, manifest, cuda1) is r1
+    assert shim._runner(compiled.artifact_dir, art, manifest, cuda1, None) is r1
     assert opened == [(art.file, "cuda:0"), (art.file, "cuda:1")]
 
 
