@@ -9,8 +9,9 @@ from setuptools.dist import Distribution
 
 from aot_build.errors import ConfigError
 from aot_build.package import hook
-from aot_build.package.command import build_aot
+from aot_build.package.command import artifacts_platform, build_aot
 from aot_build.package.requirements import SHIM_REQUIREMENT, torch_release
+from aot_build.targets import machine
 
 
 def _dist(tmp_path: Path, pyproject: str, monkeypatch: pytest.MonkeyPatch) -> Distribution:
@@ -79,6 +80,17 @@ def test_wheel_tag_comes_from_build_aot(tmp_path: Path, monkeypatch: pytest.Monk
     assert cmd.get_tag()[2] == "manylinux_2_35_x86_64"
     monkeypatch.setattr(build_aot, "platform_tag", None)  # a wheel that ships no library
     assert cmd.get_tag()[2].startswith("linux_")
+
+
+def test_artifacts_that_are_no_library_get_the_oldest_manylinux_tag(tmp_path: Path) -> None:
+    """A wheel whose artifacts are all non-ELF files (the dynamo rule's C++ source) is tied to
+    the architecture, not to a glibc: never ``linux_*``, which PyPI refuses."""
+    folder = tmp_path / "pkg" / "_aot_build"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    assert artifacts_platform(tmp_path) is None  # a manifest alone: no artifact
+    (folder / "ab12.dynamo").write_bytes(b"AOTDYNAMO1\n")
+    assert artifacts_platform(tmp_path) == f"manylinux_2_17_{machine()}"
 
 
 def test_finalize_refuses_bad_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,7 @@ from ..errors import ConfigError, ManifestError
 from ..load.artifacts import verify
 from ..manifest import Manifest
 from ..settings import Settings, cache_dir, parse_jobs, parse_size
+from ..targets import machine
 from .elf import ElfError, read_dynamic
 from .platform_tag import PlatformTagError, platform_tag, torch_provided_libs
 
@@ -53,6 +54,18 @@ def wheel_platform(libs: list[Path]) -> str:
         return platform_tag([read_dynamic(p) for p in libs], torch_provided_libs())
     except (ElfError, PlatformTagError) as exc:
         raise SetupError(f"aot-build: cannot tag the wheel: {exc}; no wheel was written") from exc
+
+
+def artifacts_platform(build_lib: Path) -> str | None:
+    """The wheel's platform tag from the artifacts under ``build_lib``: what its libraries
+    need; for artifacts that are no library (the dynamo rule's C++ source, a third-party
+    rule's files) the oldest manylinux policy of this architecture (they are tied to the
+    architecture and the interpreter, not to a glibc); None when it ships no artifact."""
+    libs = sorted(build_lib.rglob(f"{ARTIFACT_DIR}/*.so"))
+    if libs:
+        return wheel_platform(libs)
+    others = [p for p in build_lib.rglob(f"{ARTIFACT_DIR}/*") if p.name != MANIFEST_NAME]
+    return f"manylinux_2_17_{machine()}" if others else None
 
 
 class build_aot(Command):
@@ -122,10 +135,9 @@ class build_aot(Command):
                     shutil.copyfile(f, dest / f.name)
                     (dest / f.name).chmod(0o644)
                     self.outputs.append(str(dest / f.name))
-            libs = sorted(build_lib.rglob(f"{ARTIFACT_DIR}/*.so"))
-            type(self).platform_tag = wheel_platform(libs) if libs else None
-            if libs:
-                print(f"aot-build: wheel platform tag {self.platform_tag} (what its libraries need)")
+            type(self).platform_tag = artifacts_platform(build_lib)
+            if self.platform_tag:
+                print(f"aot-build: wheel platform tag {self.platform_tag} (what its artifacts need)")
 
     def compile(
         self,
