@@ -219,3 +219,41 @@ def run_meta(*dirty: str) -> dict[str, Any]:
         "git_dirty_paths": git("status", "--porcelain", "--", *dirty).splitlines(),
         "loadavg_before": os.getloadavg(),
     }
+
+
+# ---- options and the end of the scripts that build their own wheels and venv
+
+
+def add_build_options(p: Any, workdir: Path, torch_release: str) -> None:
+    """``--json``, ``--workdir``, ``--torch``, ``--build-python``, ``--render`` on the
+    argparse parser ``p``."""
+    p.add_argument("--json", type=Path, help="write the raw numbers here")
+    p.add_argument("--workdir", type=Path, default=workdir)
+    p.add_argument("--torch", default=torch_release, help="exact torch release for the bench venv")
+    p.add_argument("--build-python", default=sys.executable, help="interpreter that builds the wheels")
+    p.add_argument("--render", type=Path, help="print the tables of a --json file; measure nothing")
+
+
+def rendered(args: Any, render: Callable[[dict[str, Any]], str]) -> bool:
+    """With ``--render FILE``: print its tables and say so (the caller measures nothing)."""
+    if args.render:
+        print(render(json.loads(args.render.read_text())))
+    return bool(args.render)
+
+
+
+def publish(report: dict[str, Any], text: str, json_path: Path | None, log: Callable[[str], None]) -> int:
+    """Print the tables ``text``; write the raw ``report`` to ``json_path`` when given."""
+    print(text)
+    if json_path:
+        json_path.write_text(json.dumps(report, indent=1, default=str))
+        log(f"raw numbers written to {json_path}")
+    return 0
+
+
+def dispatch(worker: Callable[[str, dict[str, Any]], None], main: Callable[[], int]) -> None:
+    """``script.py --worker KIND --config JSON`` runs one worker; anything else, ``main``."""
+    if len(sys.argv) >= 5 and sys.argv[1] == "--worker" and sys.argv[3] == "--config":
+        worker(sys.argv[2], json.loads(sys.argv[4]))
+    else:
+        sys.exit(main())

@@ -58,12 +58,14 @@ from _bench import (
     REPO,
     build_package,
     compile_side_hash,
+    dispatch,
     emit_result,
     error_text,
     first_line,
     interleaved,
     logger,
     number,
+    publish,
     run_meta,
     same_result,
 )
@@ -607,15 +609,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in _all_results(report):
         if "error" in r:
             _log(f"a worker failed:\n{textwrap.indent(r['error'], '    ')}")
-    print(render(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1, default=str))
-        _log(f"raw numbers written to {args.json}")
-    return 0
+    return publish(report, render(report), args.json, _log)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 5 and sys.argv[1] == "--worker" and sys.argv[3] == "--config":
-        _worker(sys.argv[2], json.loads(sys.argv[4]))
-    else:
-        sys.exit(main())
+    dispatch(_worker, main)

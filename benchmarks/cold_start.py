@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from _bench import emit_result, error_text, first_line, logger, number
+from _bench import dispatch, emit_result, error_text, first_line, logger, number, publish
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve()
@@ -1015,15 +1015,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     analyse(report)
     text = render(report)
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1, default=str))
-        _log(f"raw numbers written to {args.json}")
-    return 0
+    return publish(report, text, args.json, _log)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 5 and sys.argv[1] == "--worker" and sys.argv[3] == "--config":
-        _worker(sys.argv[2], json.loads(sys.argv[4]))
-    else:
-        sys.exit(main())
+    dispatch(_worker, main)

@@ -78,6 +78,7 @@ from _bench import (
     interleaved,
     logger,
     number,
+    publish,
     run_meta,
     same_result,
 )
@@ -477,11 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in [*merged.values(), host]:
         if "error" in r:
             _log(f"the {r.get('level')} worker failed:\n{textwrap.indent(r['error'], '    ')}")
-    print(render(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1, default=str))
-        _log(f"raw numbers written to {args.json}")
-    return 0
+    return publish(report, render(report), args.json, _log)
 
 
 if __name__ == "__main__":

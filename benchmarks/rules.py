@@ -44,12 +44,16 @@ from typing import Any
 
 from _bench import (
     REPO,
+    add_build_options,
+    dispatch,
     emit_result,
     error_text,
     first_line,
     interleaved,
     logger,
     number,
+    publish,
+    rendered,
     run_meta,
     same_result,
 )
@@ -331,14 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=20, help="calls per contender before timing")
     p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for the workers (0: default)")
     p.add_argument("--targets", default="cpu-avx2", help="AOT_BUILD_TARGETS for both builds")
-    p.add_argument("--json", type=Path, help="write the raw numbers here")
-    p.add_argument("--workdir", type=Path, default=REPO / "benchmarks" / ".work" / "rules")
-    p.add_argument("--torch", default=_torch_release(), help="exact torch release for the bench venv")
-    p.add_argument("--build-python", default=sys.executable, help="interpreter that builds the wheels")
-    p.add_argument("--render", type=Path, help="print the tables of a --json file; measure nothing")
+    add_build_options(p, REPO / "benchmarks" / ".work" / "rules", _torch_release())
     args = p.parse_args(argv)
-    if args.render:
-        print(render(json.loads(args.render.read_text())))
+    if rendered(args, render):
         return 0
     modes = [x for x in args.modes.split(",") if x]
     if set(modes) - set(COLD):
@@ -415,15 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         "cold": cold,
         "steady": steady,
     }
-    print(render(report))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1, default=str))
-        _log(f"raw numbers written to {args.json}")
-    return 0
+    return publish(report, render(report), args.json, _log)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 5 and sys.argv[1] == "--worker" and sys.argv[3] == "--config":
-        _worker(sys.argv[2], json.loads(sys.argv[4]))
-    else:
-        sys.exit(main())
+    dispatch(_worker, main)
