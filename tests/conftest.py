@@ -29,6 +29,7 @@ from helpers import (
 )
 
 from aot_build.compile.driver import Job
+from aot_build.compile.toolchain import headers_in
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.manifest import Manifest
@@ -46,6 +47,14 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("AOT_BUILD_CACHE_DIR", None)
     else:
         os.environ["AOT_BUILD_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
+def inductor_headers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Inductor's precompiled headers of this process's compiles: in the session's folder,
+    never left in the machine's temp folder (builds keep theirs in their work folder)."""
+    with headers_in(str(tmp_path_factory.mktemp("inductor-headers"))):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +75,7 @@ SHIM_CPU_TARGETS = ("cpu-avx512", "cpu-avx2", "cpu-baseline")
 class Compiled:
     root: Path  # holds shim_pkg/ with its _aot_build/ folder, as site-packages would
     log: str
+    temp_left: list[str]  # what the build left in its TMPDIR (its own, empty before)
 
     @property
     def artifact_dir(self) -> Path:
@@ -91,12 +101,15 @@ def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> 
     )
     config = tmp / "job.json"
     config.write_text(json.dumps(vars(job)), encoding="utf-8")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache)}
+    temp = tmp / "tmpdir"
+    temp.mkdir()
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "TMPDIR": str(temp)}
     proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=300)
+    left = sorted(str(p.relative_to(temp)) for p in temp.rglob("*"))
     # the driver writes only into its staging folder
     assert not (build_lib / PKG / ARTIFACT_DIR).exists()
     shutil.copytree(staging / PKG / ARTIFACT_DIR, build_lib / PKG / ARTIFACT_DIR)
-    return Compiled(build_lib, proc.stdout + proc.stderr)
+    return Compiled(build_lib, proc.stdout + proc.stderr, left)
 
 
 
@@ -123,16 +136,22 @@ def aot_build_wheel(e2e_dir: Path) -> Path:
     return wheel
 
 
-def isolated_build(project: Path, dest: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    """A project's sdist and wheel from a real isolated ``python -m build`` (the default: sdist
-    first, then the wheel from the sdist), finding aot-build beside the local torch."""
+def isolated_build(
+    project: Path, dest: Path, aot_build_wheel: Path, inductor_cache: Path, via_sdist: bool = False
+) -> BuiltDists:
+    """A project's wheel from a real isolated ``python -m build``, finding aot-build beside the
+    local torch. ``via_sdist``: the default of ``python -m build`` (sdist first, then the wheel
+    from the sdist); otherwise the wheel alone, from the source tree (one build environment,
+    not two: each holds a copy of torch)."""
     src = copy_project(project, dest / f"{project.name}-src")
     out = dest / f"{project.name}-dist"
     env = build_env(aot_build_wheel.parent, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache))
-    proc = run([sys.executable, "-m", "build", "--outdir", out, "."], cwd=src, env=env, timeout=1500)
-    (sdist,) = out.glob("*.tar.gz")
+    what = [] if via_sdist else ["--wheel"]
+    proc = run([sys.executable, "-m", "build", *what, "--outdir", out, "."], cwd=src, env=env, timeout=1500)
+    sdists = list(out.glob("*.tar.gz"))
     (wheel,) = out.glob("*.whl")
-    return BuiltDists(sdist, wheel, proc.stdout + proc.stderr)
+    assert len(sdists) == via_sdist, sdists
+    return BuiltDists(sdists[0] if sdists else None, wheel, proc.stdout + proc.stderr)
 
 
 #: The cold builds' SOURCE_DATE_EPOCH: the Bazel rules' default (rules/aot_build.bzl), so
@@ -185,8 +204,8 @@ def cold_wheels(e2e_dir: Path, aot_build_wheel: Path) -> tuple[ColdWheel, ColdWh
 
 @pytest.fixture(scope="session")
 def example_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    """example_pkg's sdist and wheel (isolated build)."""
-    return isolated_build(EXAMPLE_PROJECT, e2e_dir, aot_build_wheel, inductor_cache)
+    """example_pkg's sdist and wheel (isolated build: the wheel from the sdist, as users do)."""
+    return isolated_build(EXAMPLE_PROJECT, e2e_dir, aot_build_wheel, inductor_cache, via_sdist=True)
 
 
 @pytest.fixture(scope="session")

@@ -119,7 +119,7 @@ def copy_project(src: Path, dest: Path) -> Path:
 class BuiltDists:
     """What ``python -m build`` made of a project, and its output."""
 
-    sdist: Path
+    sdist: Path | None  # None: the wheel was built from the source tree
     wheel: Path
     log: str
 

@@ -102,6 +102,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
         yield ws
     finally:
         run([*ws.startup(), "shutdown"], cwd=ws.example, check=False)
+        # Bazel's output tree is read-only; it holds outputs, caches and Bazel's own install
+        run(["chmod", "-R", "u+w", tmp], cwd=tmp.parent, check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

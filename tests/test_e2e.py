@@ -151,6 +151,7 @@ def test_example_wheel_ships_manifest_and_libraries(example_dists: BuiltDists) -
 
 
 def test_example_sdist_has_sources_only(example_dists: BuiltDists) -> None:
+    assert example_dists.sdist is not None
     with tarfile.open(example_dists.sdist) as tf:
         names = tf.getnames()
     assert any(n.endswith("/pyproject.toml") for n in names)

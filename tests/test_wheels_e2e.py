@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,14 +69,16 @@ def ns_wheels(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> dic
     }
 
 
-@pytest.fixture(scope="session")
-def ns_venv(e2e_dir: Path, aot_build_wheel: Path, ns_wheels: dict[str, BuiltDists]) -> Venv:
+@pytest.fixture(scope="module")
+def ns_venv(e2e_dir: Path, aot_build_wheel: Path, ns_wheels: dict[str, BuiltDists]) -> Iterator[Venv]:
     """A fresh environment with both namespace distributions, their requirements resolved
-    by pip from the wheels' metadata (torch the local pin, aot-build the wheel under test)."""
+    by pip from the wheels' metadata (torch the local pin, aot-build the wheel under test);
+    removed after the module (a copy of torch: CI machines' disks are small)."""
     venv = make_venv(e2e_dir / "ns-venv")
     wheels = [d.wheel for d in ns_wheels.values()]
     venv.pip_install(TORCH_PIN, aot_build_wheel, *wheels, cwd=e2e_dir, env=build_env(aot_build_wheel.parent))
-    return venv
+    yield venv
+    shutil.rmtree(venv.root, ignore_errors=True)
 
 
 def test_namespace_wheels_keep_their_artifacts_apart(ns_wheels: dict[str, BuiltDists]) -> None:

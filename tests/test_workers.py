@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Compiled
 from helpers import SAMPLE_PROJECTS
 
 from aot_build.compile.driver import Job, _Compiler
@@ -54,3 +55,11 @@ def test_a_failing_compile_names_entry_and_target_and_stops_the_rest(
     # one worker: the first failure cancels the three compiles queued behind it
     assert err.count("the aoti rule could not compile it") == 1
     assert not list((tmp_path / "out").rglob("*"))  # nothing written
+
+
+def test_a_build_leaves_nothing_in_the_temp_folder(compiled: Compiled) -> None:
+    """Three targets compiled in worker processes with TMPDIR an empty folder of the test's:
+    empty again after the build. Inductor's precompiled headers (~0.15 GB each, one per
+    target and torch path) went to ``$TMPDIR/torchinductor_<user>`` and stayed there."""
+    assert "compiled in" in compiled.log
+    assert compiled.temp_left == []

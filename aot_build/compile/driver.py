@@ -40,6 +40,7 @@ from .lifting import constant_tensors
 from .pool import Options, compile_program, describe_failure, run_tasks
 from .shapes import Shapes, input_leaves, read_shapes
 from .specs import dtype_name
+from .toolchain import headers_in
 from .trace import Traced, trace
 from .units import Compiled, ExportedEntry, Source, Task, assemble, program_bytes, program_name, tasks_of
 
@@ -510,7 +511,7 @@ class _Compiler:
         devices = sorted({t.device for t in targets})
         say(f"exporting {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="aot-build-work-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="aot-build-work-") as tmp, headers_in(tmp):
             work = Path(tmp)
             self.programs = work / "programs"
             self.programs.mkdir()

@@ -27,7 +27,7 @@ from typing import Any
 from .. import rules
 from ..errors import CompileError, compile_failure
 from ..targets import parse_target
-from .toolchain import write_wrapper
+from .toolchain import keep_headers_in, write_wrapper
 from .units import Compiled, Source, Task
 
 
@@ -87,7 +87,8 @@ def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
     os.environ.update(env)
     # Own Inductor cache per worker: nothing shared between concurrent compiles; the wrapper
     # maps this path out of the library.
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="w-", dir=cache_root)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache = tempfile.mkdtemp(prefix="w-", dir=cache_root)
+    keep_headers_in(cache)
     if build_lib:
         sys.path.insert(0, build_lib)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)

@@ -14,6 +14,8 @@ import hashlib
 import os
 import shlex
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: Where the mapped paths point in a library (fixed, so builds agree).
@@ -56,6 +58,41 @@ def write_wrapper(folder: Path) -> tuple[str, dict[str, str]]:
     )
     script.chmod(0o755)
     return name, {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def keep_headers_in(folder: str) -> Callable[[], None]:
+    """Make Inductor precompile its headers into ``folder`` (this process only); returns what
+    undoes it.
+
+    Inductor writes each precompiled header (100-150 MB, one per compile command line) into
+    ``<tmp>/torchinductor_<user>/precompiled_headers`` whatever ``TORCHINDUCTOR_CACHE_DIR``
+    says, and never removes it; the command line holds torch's path, new in every isolated
+    build, so every build left about 0.3 GB per target behind (a CI run filled its disk). In a
+    folder of the build's own they are still shared by the compiles of one process, and go
+    with the build."""
+    from torch._inductor import codecache
+
+    if not isinstance(getattr(codecache, "_HEADER_DIR", None), str):  # not torch 2.13's layout
+        return lambda: None
+    old = (codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR)
+    codecache._HEADER_DIR = os.path.join(folder, "precompiled_headers")
+    codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+
+    def undo() -> None:
+        codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR = old
+        codecache._precompile_header.cache_clear()  # its answers name files in ``folder``
+
+    return undo
+
+
+@contextmanager
+def headers_in(folder: str) -> Iterator[None]:
+    """:func:`keep_headers_in` for the ``with`` block (a process that goes on after it)."""
+    undo = keep_headers_in(folder)
+    try:
+        yield
+    finally:
+        undo()
 
 
 def content_build_id(path: Path) -> None:
