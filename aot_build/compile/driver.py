@@ -487,8 +487,11 @@ class _Compiler:
         if pooled:
             say(f"compiling {len(pooled)} program(s) in {min(jobs, len(pooled))} worker process(es)")
         compiled += run_tasks(pooled, opts, jobs, work, done)
-        for task in todo:
-            if task.program in self.unsaved:
+        here = [t for t in todo if t.program in self.unsaved]
+        if not here:
+            return compiled
+        with headers_in(str(work)):
+            for task in here:
                 t0 = time.perf_counter()
                 try:
                     c = compile_program(task, self.unsaved[task.program], opts)
@@ -511,7 +514,7 @@ class _Compiler:
         devices = sorted({t.device for t in targets})
         say(f"exporting {len(entries)} entries for {', '.join(t.name for t in targets) or 'no targets'}")
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="aot-build-work-") as tmp, headers_in(tmp):
+        with tempfile.TemporaryDirectory(prefix="aot-build-work-") as tmp:
             work = Path(tmp)
             self.programs = work / "programs"
             self.programs.mkdir()
