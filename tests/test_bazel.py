@@ -50,7 +50,7 @@ def _bazel_or_skip() -> str:
 @dataclass
 class Workspace:
     """A copy of rules/ (with its example workspace) and example_pkg, laid out as in the
-    repository, and one Bazel server for it (its own output root, shut down at the end)."""
+    repository, and one Bazel server for it (its own output root, shut down and removed at the end)."""
 
     bazel: str
     tmp: Path

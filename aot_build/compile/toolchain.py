@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 #: Where the mapped paths point in a library (fixed, so builds agree).
 INDUCTOR_PREFIX = "/aot-build/inductor"
@@ -72,15 +73,16 @@ def keep_headers_in(folder: str) -> Callable[[], None]:
     with the build."""
     from torch._inductor import codecache
 
-    if not isinstance(getattr(codecache, "_HEADER_DIR", None), str):  # not torch 2.13's layout
-        return lambda: None
+    memo: Any = getattr(codecache, "_precompile_header", None)
+    if not isinstance(getattr(codecache, "_HEADER_DIR", None), str) or not hasattr(memo, "cache_clear"):
+        return lambda: None  # not torch 2.13's layout: leave Inductor as it is
     old = (codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR)
     codecache._HEADER_DIR = os.path.join(folder, "precompiled_headers")
     codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
 
     def undo() -> None:
         codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR = old
-        codecache._precompile_header.cache_clear()  # its answers name files in ``folder``
+        memo.cache_clear()  # its answers name files in ``folder``
 
     return undo
 
