@@ -31,6 +31,8 @@ ENV_TARGETS = "AOT_BUILD_TARGETS"
 ENV_CACHE_DIR = "AOT_BUILD_CACHE_DIR"
 #: Overrides ``[tool.aot-build] jobs``.
 ENV_JOBS = "AOT_BUILD_JOBS"
+#: Overrides ``[tool.aot-build] manylinux`` (the glibc/libstdc++ floor of shipped libraries).
+ENV_MANYLINUX = "AOT_BUILD_MANYLINUX"
 #: A folder of artifacts built elsewhere (``python -m aot_build assemble``): the wheel ships
 #: them instead of compiling.
 ENV_PREBUILT = "AOT_BUILD_PREBUILT"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .constants import ENV_CACHE_DIR, ENV_JOBS, ENV_TARGETS, RULE_AOTI, TOOL_TABLE
+from .constants import ENV_CACHE_DIR, ENV_JOBS, ENV_MANYLINUX, ENV_TARGETS, RULE_AOTI, TOOL_TABLE
 from .errors import ConfigError
 from .targets import RESERVED_OPTIONS
 
@@ -103,6 +103,17 @@ class Settings:
             "(torch.export + AOTInductor, loaded without a compiler), 'dynamo' (upstream "
             "torch.compile precompile; loading needs a C++ compiler), or a rule another "
             "distribution registers in the 'aot_build.rules' entry point group."
+        ),
+    )
+    manylinux: str = field(
+        default="2_28",
+        metadata=_doc(
+            "The oldest Linux the shipped libraries load on, as a manylinux policy: '2_28' (the "
+            "default; torch's own wheels are manylinux_2_28) or another '2_N'. The build links "
+            "them against the old symbol versions the host's glibc and libstdc++ still export "
+            "(whatever the build host's glibc), tags the wheel manylinux_2_N, and fails naming "
+            "every symbol that needs more. 'host': link as the build host does and tag the "
+            f"wheel with what its libraries need. Overridden by {ENV_MANYLINUX}."
         ),
     )
     inductor_options: dict[str, Any] = field(
@@ -217,6 +228,8 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
                     "handling that keeps artifacts correct on machines with more cores than the "
                     "build machine). Remove them; choose the instruction sets with `targets`"
                 )
+        if f.name == "manylinux":
+            check_manylinux(value, f"{where}: [tool.{TOOL_TABLE}] manylinux")
         if f.name == "rule" and not value:
             raise ConfigError(f'{where}: [tool.{TOOL_TABLE}] rule is empty; write e.g. rule = "aoti"')
         kwargs[f.name] = value
@@ -254,6 +267,9 @@ def load_settings(project_dir: Path, environ: dict[str, str] | None = None) -> S
     override = env.get(ENV_TARGETS, "").strip()
     if override:
         settings.targets = [t.strip() for t in override.split(",") if t.strip()]
+    floor = env.get(ENV_MANYLINUX, "").strip()
+    if floor:
+        settings.manylinux = check_manylinux(floor, f"{ENV_MANYLINUX} in the environment")
     jobs = env.get(ENV_JOBS, "").strip()
     if jobs:
         settings.jobs = parse_jobs(jobs, f"{ENV_JOBS} in the environment")
@@ -265,3 +281,14 @@ def parse_jobs(text: str, where: str) -> int:
     if not text.isdigit():
         raise ConfigError(f"{where}: jobs must be a whole number >= 0 (0: one per core), got {text!r}")
     return int(text)
+
+
+def check_manylinux(value: str, where: str) -> str:
+    """``value`` when it is a manylinux floor ("2_28", "host"...); ConfigError naming ``where``."""
+    from .compile.toolchain import FloorError, parse_floor
+
+    try:
+        parse_floor(value, where)
+    except FloorError as exc:
+        raise ConfigError(str(exc)) from None
+    return value

@@ -60,6 +60,7 @@ def test_every_key_is_read_with_dashes() -> None:
         ("inductor_options", "inductor-options"),
         ("excludes", "exclude"),
         ("module", "modules"),
+        ("many-linux", "manylinux"),
     ],
 )
 def test_unknown_key_did_you_mean(key: str, suggestion: str) -> None:
@@ -68,8 +69,8 @@ def test_unknown_key_did_you_mean(key: str, suggestion: str) -> None:
     msg = str(info.value)
     assert msg.startswith("proj/pyproject.toml: unknown key")
     assert f"Did you mean {suggestion!r}?" in msg
-    keys = "cache, cache-dir, cache-max-size, exclude, inductor-options, jobs, modules, optional-targets, "
-    keys += "progress, rule, strip, targets"
+    keys = "cache, cache-dir, cache-max-size, exclude, inductor-options, jobs, manylinux, modules, "
+    keys += "optional-targets, progress, rule, strip, targets"
     assert f"Valid keys: {keys}." in msg
 
 
@@ -205,3 +206,26 @@ def test_schema_accepts_what_the_reader_accepts() -> None:
     """Every default from the schema is a valid value for the reader."""
     table = {k: v["default"] for k, v in json_schema()["properties"].items()}
     assert settings_from_table(table) == Settings()
+
+
+def test_manylinux_floor_default_values_and_environment(tmp_path: Path) -> None:
+    """``manylinux``: "2_28" by default, another known policy or "host"; AOT_BUILD_MANYLINUX
+    overrides it; anything else is refused naming the file (or variable) and the valid values."""
+    assert Settings().manylinux == "2_28"
+    assert json_schema()["properties"]["manylinux"]["default"] == "2_28"
+    assert "AOT_BUILD_MANYLINUX" in json_schema()["properties"]["manylinux"]["description"]
+    for value in ("host", "2_17", "2_34", "2_28"):
+        assert settings_from_table({"manylinux": value}).manylinux == value
+    (tmp_path / "pyproject.toml").write_text('[tool.aot-build]\nmanylinux = "2_31"\n')
+    assert load_settings(tmp_path, {}) == Settings(manylinux="2_31")
+    assert load_settings(tmp_path, {"AOT_BUILD_MANYLINUX": "host"}) == Settings(manylinux="host")
+    with pytest.raises(ConfigError, match=r"AOT_BUILD_MANYLINUX in the environment: '2_29' is not a"):
+        load_settings(tmp_path, {"AOT_BUILD_MANYLINUX": "2_29"})
+    for bad in ("2.28", "manylinux2014", "", "3_1"):
+        with pytest.raises(ConfigError) as info:
+            settings_from_table({"manylinux": bad}, "p/pyproject.toml")
+        msg = str(info.value)
+        assert msg.startswith("p/pyproject.toml: [tool.aot-build] manylinux:"), msg
+        assert '"2_28" (the default' in msg and '"host"' in msg, msg
+    with pytest.raises(ConfigError, match="manylinux must be string"):
+        settings_from_table({"manylinux": 228})

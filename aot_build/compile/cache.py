@@ -4,8 +4,8 @@ did not change.
 Key: everything that can change a library — the exported program's serialized bytes (graph,
 signature, embedded constants; its example inputs left out, they are often random), the target
 and its Inductor options, the user's ``inductor-options``, ``strip``, the rule, torch's version,
-aot_build's version and the hash of its compile-side sources, and the C++ compiler's identity
-(path and ``--version``). Value: the stripped library and its ISA label.
+aot_build's version and the hash of its compile-side sources, the C++ compiler's identity
+(path and ``--version``) and the manylinux floor. Value: the stripped library and its ISA label.
 
 Entries are folders ``<root>/<key[:2]>/<key>/`` holding ``lib.so`` and ``meta.json``; they are
 written to a temporary folder and renamed into place (two builds at once never see half an
@@ -32,6 +32,7 @@ from .. import __version__
 from ..rules import Built
 from ..targets import Target, compile_options
 from .sources import build_side_hash
+from .toolchain import build_floor
 
 #: Bumped when the layout of an entry or the meaning of the key changes.
 CACHE_FORMAT = 1
@@ -74,6 +75,7 @@ class BuildCache:
             "aot_build": __version__,
             "aot_build_sources": build_side_hash(),
             "compiler": compiler_identity(),
+            "manylinux": build_floor(),  # the floor the compile wrapper links for
         }
         h.update(json.dumps(parts, sort_keys=True, default=repr).encode())
         h.update(program)

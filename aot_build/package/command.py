@@ -14,7 +14,8 @@ from typing import ClassVar
 from setuptools import Command
 from setuptools.errors import SetupError
 
-from ..constants import ARTIFACT_DIR, ENV_PREBUILT, MANIFEST_NAME
+from ..compile.toolchain import parse_floor
+from ..constants import ARTIFACT_DIR, ENV_MANYLINUX, ENV_PREBUILT, MANIFEST_NAME
 from ..discover import list_modules
 from ..errors import ConfigError, ManifestError
 from ..load.artifacts import verify
@@ -22,7 +23,7 @@ from ..manifest import Manifest
 from ..settings import Settings, cache_dir, parse_jobs, parse_size
 from ..targets import machine
 from .elf import ElfError, read_dynamic
-from .platform_tag import PlatformTagError, platform_tag, torch_provided_libs
+from .platform_tag import PlatformTagError, floor_tag, torch_provided_libs
 
 
 def checked_prebuilt(folder: Path) -> Path:
@@ -47,23 +48,26 @@ def checked_prebuilt(folder: Path) -> Path:
     return folder
 
 
-def wheel_platform(libs: list[Path]) -> str:
-    """The manylinux tag ``libs`` need, torch's own libraries counted as provided by the
-    wheel's ``torch`` requirement (so none is bundled)."""
+def wheel_platform(libs: list[Path], floor: str = "host") -> str:
+    """The manylinux tag of a wheel shipping ``libs``, torch's own libraries counted as
+    provided by the wheel's ``torch`` requirement (so none is bundled): ``floor``'s
+    (``"2_28"``: manylinux_2_28) when they meet it, else a SetupError naming each symbol that
+    needs more; with ``"host"``, the most compatible tag they allow."""
     try:
-        return platform_tag([read_dynamic(p) for p in libs], torch_provided_libs())
+        return floor_tag([read_dynamic(p) for p in libs], torch_provided_libs(), parse_floor(floor))
     except (ElfError, PlatformTagError) as exc:
         raise SetupError(f"aot-build: cannot tag the wheel: {exc}; no wheel was written") from exc
 
 
-def artifacts_platform(build_lib: Path) -> str | None:
-    """The wheel's platform tag from the artifacts under ``build_lib``: what its libraries
-    need; for artifacts that are no library (the dynamo rule's C++ source, a third-party
-    rule's files) the oldest manylinux policy of this architecture (they are tied to the
-    architecture and the interpreter, not to a glibc); None when it ships no artifact."""
+def artifacts_platform(build_lib: Path, floor: str = "host") -> str | None:
+    """The wheel's platform tag from the artifacts under ``build_lib``: its libraries'
+    (:func:`wheel_platform` with ``floor``); for artifacts that are no library (the dynamo
+    rule's C++ source, a third-party rule's files) the oldest manylinux policy of this
+    architecture (they are tied to the architecture and the interpreter, not to a glibc);
+    None when it ships no artifact."""
     libs = sorted(build_lib.rglob(f"{ARTIFACT_DIR}/*.so"))
     if libs:
-        return wheel_platform(libs)
+        return wheel_platform(libs, floor)
     others = [p for p in build_lib.rglob(f"{ARTIFACT_DIR}/*") if p.name != MANIFEST_NAME]
     return f"manylinux_2_17_{machine()}" if others else None
 
@@ -135,7 +139,7 @@ class build_aot(Command):
                     shutil.copyfile(f, dest / f.name)
                     (dest / f.name).chmod(0o644)
                     self.outputs.append(str(dest / f.name))
-            type(self).platform_tag = artifacts_platform(build_lib)
+            type(self).platform_tag = artifacts_platform(build_lib, self.settings.manylinux)
             if self.platform_tag:
                 print(f"aot-build: wheel platform tag {self.platform_tag} (what its artifacts need)")
 
@@ -167,7 +171,11 @@ class build_aot(Command):
         }
         config = staging.parent / "job.json"
         config.write_text(json.dumps(job))
-        proc = subprocess.run([sys.executable, "-m", "aot_build.compile", str(config)], cwd=staging.parent)
+        # the floor reaches the compile wrapper (and the build cache's key) as its variable
+        env = {**os.environ, ENV_MANYLINUX: self.settings.manylinux}
+        proc = subprocess.run(
+            [sys.executable, "-m", "aot_build.compile", str(config)], cwd=staging.parent, env=env
+        )
         if proc.returncode != 0:
             raise SetupError(
                 "aot-build: compiling @aot_entry functions failed (see the message above); "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["ElfDeps", "ElfError", "read_dynamic"]
+__all__ = ["ElfDeps", "ElfError", "read_dynamic", "symbols_by_version"]
 
 _MAGIC = b"\x7fELF"
 _ELFCLASS32, _ELFCLASS64 = 1, 2
@@ -24,6 +24,8 @@ _ELFDATA2LSB, _ELFDATA2MSB = 1, 2
 
 _SHT_STRTAB = 3
 _SHT_DYNAMIC = 6
+_SHT_DYNSYM = 11
+_SHT_GNU_VERSYM = 0x6FFFFFFF
 _SHT_NOTE = 7
 _NT_GNU_BUILD_ID = 3
 _SHT_GNU_VERNEED = 0x6FFFFFFE
@@ -162,7 +164,11 @@ def _linked_strtab(r: _Reader, sections: list[_Section], sec: _Section, what: st
     return _section_data(r, strtab, f"string table of {what}")
 
 
-def _read_verneed(r: _Reader, sections: list[_Section], sec: _Section) -> dict[str, frozenset[str]]:
+def _read_verneed(
+    r: _Reader, sections: list[_Section], sec: _Section, indices: dict[int, str] | None = None
+) -> dict[str, frozenset[str]]:
+    """File -> version names needed from it; ``indices`` (when given) receives each needed
+    version's index (``vna_other``, what ``.gnu.version`` entries refer to) -> its name."""
     data = _section_data(r, sec, ".gnu.version_r")
     strtab = _linked_strtab(r, sections, sec, ".gnu.version_r")
     versions: dict[str, set[str]] = {}
@@ -180,8 +186,11 @@ def _read_verneed(r: _Reader, sections: list[_Section], sec: _Section) -> dict[s
                 raise r.fail(
                     f"malformed ELF: .gnu.version_r auxiliary entry at offset {aux} is outside the section"
                 )
-            _hash, _flags, _other, vna_name, vna_next = r.unpack("IHHII", data, aux)
-            names.add(_cstr(r, strtab, vna_name, "version-needed name"))
+            _hash, _flags, other, vna_name, vna_next = r.unpack("IHHII", data, aux)
+            name = _cstr(r, strtab, vna_name, "version-needed name")
+            names.add(name)
+            if indices is not None:
+                indices[other & 0x7FFF] = name
             if vna_next == 0:
                 break
             aux += vna_next
@@ -278,3 +287,36 @@ def read_dynamic(path: str | Path) -> ElfDeps:
     return ElfDeps(
         path=name, machine=machine, needed=tuple(needed), versions=versions, relr=relr, soname=soname
     )
+
+
+def symbols_by_version(path: str | Path) -> dict[str, frozenset[str]]:
+    """Each symbol version the file needs (``"GLIBC_2.34"``) -> the undefined dynamic symbols
+    that need it (``pthread_rwlock_rdlock``...): what to name when a version is too new.
+
+    Reads ``.dynsym``, ``.gnu.version`` and ``.gnu.version_r``; a file without them needs none.
+    Raises ElfError for anything that is not a well-formed ELF file; OSError if unreadable.
+    """
+    name = str(path)
+    with open(path, "rb") as f:
+        r, _machine_name, sections = _open(f, name)
+        indices: dict[int, str] = {}
+        for sec in sections:
+            if sec.type == _SHT_GNU_VERNEED:
+                _read_verneed(r, sections, sec, indices)
+        dynsym = next((s for s in sections if s.type == _SHT_DYNSYM), None)
+        versym = next((s for s in sections if s.type == _SHT_GNU_VERSYM), None)
+        if dynsym is None or versym is None or not indices:
+            return {}
+        syms = _section_data(r, dynsym, ".dynsym")
+        strtab = _linked_strtab(r, sections, dynsym, ".dynsym")
+        versions = _section_data(r, versym, ".gnu.version")
+        # Elf64_Sym: name, info, other, shndx, value, size; Elf32_Sym: name, value, size, info, other, shndx
+        fmt, size = ("IBBHQQ", 24) if r.is64 else ("IIIBBH", 16)
+        out: dict[str, set[str]] = {}
+        for i in range(min(len(syms) // size, len(versions) // 2)):
+            fields = r.unpack(fmt, syms, i * size)
+            st_name, shndx = fields[0], (fields[3] if r.is64 else fields[5])
+            version = indices.get(r.unpack("H", versions, i * 2)[0] & 0x7FFF)
+            if shndx == 0 and version is not None and st_name:  # SHN_UNDEF: needed from elsewhere
+                out.setdefault(version, set()).add(_cstr(r, strtab, st_name, "dynamic symbol"))
+    return {k: frozenset(v) for k, v in out.items()}

@@ -18,9 +18,9 @@ import importlib.util
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from .elf import ElfDeps, ElfError, read_dynamic
+from .elf import ElfDeps, ElfError, read_dynamic, symbols_by_version
 
-__all__ = ["PlatformTagError", "platform_tag", "torch_provided_libs"]
+__all__ = ["PlatformTagError", "check_floor", "platform_tag", "policy_minors", "torch_provided_libs"]
 
 
 class PlatformTagError(ValueError):
@@ -219,6 +219,57 @@ def platform_tag(libs: Iterable[ElfDeps], provided: Collection[str] = frozenset(
         ):
             return f"manylinux_2_{minor}_{arch}"
     raise AssertionError("unreachable: the newest policy was checked above")  # pragma: no cover
+
+
+def policy_minors() -> list[int]:
+    """The glibc minors of the known manylinux policies (``manylinux_2_<minor>``), oldest first."""
+    return sorted(_MAXIMA)
+
+
+def floor_tag(libs: Iterable[ElfDeps], provided: Collection[str], floor: int | None) -> str:
+    """The wheel's tag for a build aiming at manylinux ``floor`` (a glibc minor; None: no
+    floor, the most compatible tag, :func:`platform_tag`): ``manylinux_2_<floor>_<arch>`` when
+    every library loads there, as ``auditwheel repair --plat`` tags. Raises PlatformTagError
+    naming each symbol that needs more (:func:`check_floor`)."""
+    libs = list(libs)
+    tag = platform_tag(libs, provided)
+    if floor is None:
+        return tag
+    check_floor(libs, floor)
+    minor = int(tag.split("_")[2])
+    return tag if minor >= floor else f"manylinux_2_{floor}_{libs[0].machine}"
+
+
+def check_floor(libs: Iterable[ElfDeps], floor: int) -> None:
+    """Raise PlatformTagError when a library of ``libs`` needs a symbol version that policy
+    manylinux_2_<floor> does not allow; the message names each such symbol and version, per
+    library, and the ways out."""
+    problems = []
+    for lib in libs:
+        arch = lib.machine if lib.machine in _ARCHES else "*"
+        too_new = sorted(v for v in _required(lib) if arch == "*" or not _allows(floor, arch, v))
+        if not too_new:
+            continue
+        try:
+            by_version = symbols_by_version(lib.path)
+        except (OSError, ElfError):
+            by_version = {}
+        named = [
+            f"{version} ({', '.join(sorted(by_version[version])[:8])}"
+            f"{', ...' if len(by_version[version]) > 8 else ''})"
+            if by_version.get(version)
+            else version
+            for version in too_new
+        ]
+        problems.append(f"{lib.path}: {'; '.join(named)}")
+    if problems:
+        raise PlatformTagError(
+            f"the libraries need more than manylinux_2_{floor} allows (symbol versions, and the "
+            "symbols that need them):\n  " + "\n  ".join(problems) + "\nSet manylinux = \"host\" "
+            "(or a newer floor) in [tool.aot-build], or AOT_BUILD_MANYLINUX, to ship them tagged "
+            "with what they need; or build on a system whose glibc and libstdc++ are no newer "
+            f"than manylinux_2_{floor}'s"
+        )
 
 
 def torch_provided_libs() -> set[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -44,16 +45,19 @@ def compile_library(
     cxx: str = "",
 ) -> Built:
     """Compile ``ep`` for ``target`` into ``workdir``; return the library. ``cxx``: the C++
-    compiler Inductor calls (see :mod:`aot_build.compile.toolchain`)."""
+    compiler Inductor calls (the wrapper of :mod:`aot_build.compile.toolchain`); "": a
+    wrapper of its own, for the build's manylinux floor."""
     import torch._inductor
 
     from ..compile.isa import pinned_vec_isa, small_loops_serial
-    from ..compile.toolchain import content_build_id
+    from ..compile.toolchain import content_build_id, write_wrapper
 
     options: dict[str, Any] = {**extra_options, **compile_options(target)}
-    if cxx:
-        options["cpp.cxx"] = (cxx,)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        if not cxx:  # compiled outside the workers (no wrapper on PATH): one of its own, by path
+            name, env = write_wrapper(Path(tmp) / "cxx")
+            cxx = str(Path(env["PATH"].split(os.pathsep)[0]) / name)
+        options["cpp.cxx"] = (cxx,)
         pt2 = Path(tmp) / "entry.pt2"
         with pinned_vec_isa(target), small_loops_serial():
             torch._inductor.aoti_compile_and_package(ep, package_path=str(pt2), inductor_configs=options)
