@@ -34,8 +34,9 @@ class Settings:
         default_factory=lambda: ["cpu"],
         metadata=_doc(
             "Device targets to compile every entry for: cpu-avx512, cpu-avx2, cpu-baseline, "
-            "cuda-smXY; 'cpu' (the default) stands for a set every machine of the build's "
-            "architecture runs (x86_64: cpu-avx2 and cpu-baseline; elsewhere cpu-baseline), "
+            "cpu-neon (aarch64), cuda-smXY; 'cpu' (the default) stands for a set every machine of "
+            "the build's architecture runs (x86_64: cpu-avx2 and cpu-baseline; aarch64: cpu-neon "
+            "and cpu-baseline; elsewhere cpu-baseline), "
             "'cpu-host' for the build host's own CPU level only. Overridden by the "
             f"{ENV_TARGETS} environment variable (comma-separated)."
         ),

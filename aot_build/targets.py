@@ -15,7 +15,7 @@ from dataclasses import dataclass
 #: (the compiler's default for it, no vector ISA): every build host torch runs on has one.
 CPU_LEVELS: dict[str, tuple[str, ...]] = {
     "x86_64": ("cpu-avx512", "cpu-avx2", "cpu-baseline"),
-    "aarch64": ("cpu-baseline",),
+    "aarch64": ("cpu-neon", "cpu-baseline"),
 }
 
 # The x86-64 micro-architecture levels the targets are compiled for (-march=x86-64-vN); the
@@ -29,6 +29,8 @@ _X86_V4 = _X86_V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
 #: when the host has all of them (and torch's own capability, see :func:`host_cpu_targets`).
 CPU_FEATURES: dict[str, dict[str, frozenset[str]]] = {
     "x86_64": {"cpu-avx512": _X86_V4, "cpu-avx2": _X86_V3, "cpu-baseline": frozenset()},
+    # ASIMD (NEON) is part of every Linux AArch64 CPU torch runs on; checked all the same
+    "aarch64": {"cpu-neon": frozenset({"asimd"}), "cpu-baseline": frozenset()},
 }
 
 #: torch.backends.cpu.get_cpu_capability() → the targets such a host can run, best first.
@@ -47,7 +49,11 @@ _CPU_OPTIONS: dict[str, dict[str, dict[str, object]]] = {
         "cpu-avx2": {"cpp.march": "x86-64-v3", "cpp.simdlen": 256},
         "cpu-baseline": {"cpp.march": "x86-64", "cpp.simdlen": 1},
     },
-    "aarch64": {"cpu-baseline": {"cpp.march": "armv8-a", "cpp.simdlen": 1}},
+    "aarch64": {
+        # Inductor's NEON code (at::vec::Vectorized over 128-bit ASIMD registers)
+        "cpu-neon": {"cpp.march": "armv8-a", "cpp.simdlen": 128},
+        "cpu-baseline": {"cpp.march": "armv8-a", "cpp.simdlen": 1},
+    },
 }
 _OTHER_ARCH_OPTIONS: dict[str, dict[str, object]] = {"cpu-baseline": {"cpp.march": "", "cpp.simdlen": 1}}
 
@@ -65,7 +71,10 @@ RESERVED_OPTIONS = ("cpp.march", "cpp.simdlen", *CPU_THREAD_OPTIONS)
 #: Targets ``cpu`` (the default) stands for on each architecture: a set that gives every
 #: machine of the architecture a compiled artifact (baseline) and the common fast level its
 #: own. AVX-512 hosts run the AVX2 artifact; add ``cpu-avx512`` to build for them too.
-PORTABLE_CPU: dict[str, tuple[str, ...]] = {"x86_64": ("cpu-avx2", "cpu-baseline")}
+PORTABLE_CPU: dict[str, tuple[str, ...]] = {
+    "x86_64": ("cpu-avx2", "cpu-baseline"),
+    "aarch64": ("cpu-neon", "cpu-baseline"),
+}
 
 #: Alias accepted in configuration: the portable set of :data:`PORTABLE_CPU` (the default).
 CPU_ALIAS = "cpu"
@@ -150,12 +159,16 @@ def compile_options(target: Target, arch: str | None = None) -> dict[str, object
 
 
 def cpu_flags() -> frozenset[str] | None:
-    """The host CPU's feature flags (Linux ``/proc/cpuinfo``), or None where unknown."""
+    """The host CPU's feature flags (Linux ``/proc/cpuinfo``), or None where unknown.
+
+    Only the line this architecture's kernel writes counts (x86: ``flags``, Arm:
+    ``Features``): under qemu-user, ``/proc/cpuinfo`` is the emulating host's."""
+    key_of_arch = "flags" if machine() in ("x86_64", "i686") else "Features"
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
+                if key.strip() == key_of_arch:
                     return frozenset(value.split())
     except OSError:
         pass

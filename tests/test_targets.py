@@ -28,10 +28,11 @@ def test_parse_x86_cpu_targets(name: str) -> None:
     assert parse_target(name, arch="x86_64") == Target(name, "cpu", None)
 
 
-def test_parse_aarch64_only_baseline() -> None:
+def test_parse_aarch64_neon_and_baseline() -> None:
     assert parse_target("cpu-baseline", arch="aarch64") == Target("cpu-baseline", "cpu")
+    assert parse_target("cpu-neon", arch="aarch64") == Target("cpu-neon", "cpu")
     with pytest.raises(
-        ValueError, match=r"unknown target 'cpu-avx2' on aarch64; valid targets: cpu-baseline, "
+        ValueError, match=r"unknown target 'cpu-avx2' on aarch64; valid targets: cpu-neon, cpu-baseline, "
     ):
         parse_target("cpu-avx2", arch="aarch64")
 
@@ -64,7 +65,7 @@ def test_cpu_host_alias_is_host_level() -> None:
     ("arch", "expected"),
     [
         ("x86_64", ["cpu-avx2", "cpu-baseline"]),
-        ("aarch64", ["cpu-baseline"]),
+        ("aarch64", ["cpu-neon", "cpu-baseline"]),
         ("ppc64le", ["cpu-baseline"]),
         ("s390x", ["cpu-baseline"]),
     ],
@@ -167,7 +168,7 @@ def test_unknown_target_lists_valid_ones(name: str) -> None:
 
 def test_known_target_names() -> None:
     assert known_target_names("x86_64")[:3] == ["cpu-avx512", "cpu-avx2", "cpu-baseline"]
-    assert known_target_names("aarch64")[0] == "cpu-baseline"
+    assert known_target_names("aarch64")[:2] == ["cpu-neon", "cpu-baseline"]
     assert "cpu-avx2" not in known_target_names("aarch64")
 
 
@@ -202,6 +203,7 @@ def test_compile_options_pin_the_isa() -> None:
     assert compile_options(Target("cpu-avx2", "cpu"), arch="x86_64")["cpp.march"] == "x86-64-v3"
     assert compile_options(Target("cpu-baseline", "cpu"), arch="x86_64")["cpp.march"] == "x86-64"
     assert compile_options(Target("cpu-baseline", "cpu"), arch="aarch64")["cpp.march"] == "armv8-a"
+    assert compile_options(Target("cpu-neon", "cpu"), arch="aarch64")["cpp.simdlen"] == 128
     # a copy: callers may add options without changing the table
     opts = compile_options(Target("cpu-avx2", "cpu"), arch="x86_64")
     opts["x"] = 1
@@ -234,7 +236,12 @@ def test_host_cpu_targets_on_aarch64(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(targets, "machine", lambda: "aarch64")
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "SVE256")
+    monkeypatch.setattr(targets, "_FLAGS", [frozenset({"fp", "asimd", "sve"})])
+    assert host_cpu_targets() == ("cpu-neon", "cpu-baseline")
+    monkeypatch.setattr(targets, "_FLAGS", [frozenset({"fp"})])  # no ASIMD: scalar only
     assert host_cpu_targets() == ("cpu-baseline",)
+    monkeypatch.setattr(targets, "_FLAGS", [None])  # unknown (qemu-user shows the host's cpuinfo)
+    assert host_cpu_targets() == ("cpu-neon", "cpu-baseline")
 
 
 @pytest.mark.parametrize(("raw", "norm"), [("AMD64", "x86_64"), ("arm64", "aarch64"), ("x86_64", "x86_64")])

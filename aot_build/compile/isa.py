@@ -6,9 +6,10 @@ and adds its flags to the compiler command line; ``cpp.simdlen`` only chooses am
 the host offers. A shipped library must hold only what its target guarantees, so while a
 target compiles, Inductor's list of valid ISAs is replaced by exactly the target's one:
 ``cpu-avx512`` gets AVX-512 F/BW/DQ/VL (torch's own AVX512 level: no VNNI, BF16, AMX),
-``cpu-avx2`` AVX2+FMA, ``cpu-baseline`` none (scalar code, SSE2 at most). On other
-architectures only ``cpu-baseline`` exists, and it gets no vector ISA either (Inductor would
-pick NEON/SVE/VSX from the build host).
+``cpu-avx2`` AVX2+FMA, ``cpu-baseline`` none (scalar code, SSE2 at most). On aarch64,
+``cpu-neon`` gets NEON (128-bit ASIMD, never SVE whatever the build host has) and
+``cpu-baseline`` none; other architectures have only ``cpu-baseline`` (Inductor would pick
+SVE/VSX from the build host).
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def _portable_isa(name: str) -> Any:
                 return True
 
         return PortableAVX2()
+    if name == "cpu-neon":
+
+        class PortableNEON(cpu_vec_isa.VecNEON):  # type: ignore[misc, valid-type]
+            """NEON, without probing the build host (which may be another architecture)."""
+
+            def __bool__(self) -> bool:  # type: ignore[override]
+                return True
+
+        return PortableNEON()
     return None
 
 
@@ -52,7 +62,7 @@ def pinned_vec_isa(target: Target) -> Iterator[None]:
     from torch._inductor import cpu_vec_isa
 
     name = target.name if target.device == "cpu" else "cpu-baseline"
-    isa = _portable_isa(name) if machine() == "x86_64" else None
+    isa = _portable_isa(name) if machine() in ("x86_64", "aarch64") else None
     original = cpu_vec_isa.valid_vec_isa_list
     cpu_vec_isa.valid_vec_isa_list = lambda: [isa] if isa is not None else []  # type: ignore[assignment]
     try:
