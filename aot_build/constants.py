@@ -33,6 +33,9 @@ ENV_CACHE_DIR = "AOT_BUILD_CACHE_DIR"
 ENV_JOBS = "AOT_BUILD_JOBS"
 #: Overrides ``[tool.aot-build] manylinux`` (the glibc/libstdc++ floor of shipped libraries).
 ENV_MANYLINUX = "AOT_BUILD_MANYLINUX"
+#: Cross builds: the ``torch`` folder of an installed torch wheel of the target architecture
+#: (headers and libraries to compile and link against), with ``CXX`` its cross compiler.
+ENV_CROSS_TORCH = "AOT_BUILD_CROSS_TORCH"
 #: A folder of artifacts built elsewhere (``python -m aot_build assemble``): the wheel ships
 #: them instead of compiling.
 ENV_PREBUILT = "AOT_BUILD_PREBUILT"

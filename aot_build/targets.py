@@ -7,9 +7,14 @@ the run side uses :func:`host_cpu_targets` and :func:`cuda_target_fits`. Both si
 
 from __future__ import annotations
 
+import functools
+import os
 import platform
 import re
 from dataclasses import dataclass
+from pathlib import Path
+
+from .constants import ENV_CROSS_TORCH
 
 #: CPU targets by architecture, best first. An architecture not listed gets ``cpu-baseline``
 #: (the compiler's default for it, no vector ISA): every build host torch runs on has one.
@@ -101,9 +106,30 @@ class Target:
 
 
 def machine() -> str:
-    """The host architecture, normalised (``x86_64``, ``aarch64``)."""
+    """The host architecture, normalised (``x86_64``, ``aarch64``); in a cross build
+    (``AOT_BUILD_CROSS_TORCH`` set) the architecture of that torch's libraries."""
+    cross = os.environ.get(ENV_CROSS_TORCH, "").strip()
+    if cross:
+        return cross_arch(cross)
     m = platform.machine().lower()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+@functools.cache
+def cross_arch(torch_dir: str) -> str:
+    """The architecture of the torch installed at ``torch_dir`` (its ``lib/libtorch_cpu.so``);
+    ValueError naming the variable and what it should point at."""
+    from .package.elf import ElfError, read_dynamic
+
+    lib = Path(torch_dir) / "lib" / "libtorch_cpu.so"
+    try:
+        return read_dynamic(lib).machine
+    except (OSError, ElfError) as exc:
+        raise ValueError(
+            f"{ENV_CROSS_TORCH}={torch_dir}: cannot read {lib} ({exc}); point it at the torch folder "
+            "of torch's wheel for the target architecture, e.g. unpacked with pip install --target DIR "
+            "--platform manylinux_2_28_aarch64 --only-binary=:all: --no-deps torch==<version>"
+        ) from exc
 
 
 def cpu_levels(arch: str | None = None) -> tuple[str, ...]:

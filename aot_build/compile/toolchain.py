@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..constants import ENV_MANYLINUX
+from ..constants import ENV_CROSS_TORCH, ENV_MANYLINUX
 
 #: Where the mapped paths point in a library (fixed, so builds agree).
 INDUCTOR_PREFIX = "/aot-build/inductor"
@@ -56,11 +56,23 @@ def write_wrapper(folder: Path, floor: str | None = None) -> tuple[str, dict[str
     link = floor_args(build_floor() if floor is None else floor, real, folder / "floor").link
     script = folder / name
     torch_dir = str(Path(torch.__file__).resolve().parent)
+    cross = cross_torch(real)
     script.write_text(
         "#!/bin/sh\n"
         "# aot_build: the C++ compiler with build paths mapped out of the output (reproducible)\n"
         "# and, where it links a shared library, the manylinux floor's link arguments.\n"
-        "# Inductor names each source by a hash of its command line, which holds torch's include\n"
+        + (
+            "# A cross build: Inductor's paths into this torch point at the target's torch.\n"
+            f"host={shlex.quote(torch_dir)}; target={shlex.quote(cross)}; n=$#\n"
+            'while [ "$n" -gt 0 ]; do\n'
+            '  a=$1; shift; n=$((n - 1))\n'
+            '  case $a in *"$host"*) a="${a%%"$host"*}$target${a#*"$host"}";; esac\n'
+            '  set -- "$@" "$a"\n'
+            "done\n"
+            if cross
+            else ""
+        )
+        + "# Inductor names each source by a hash of its command line, which holds torch's include\n"
         "# path: map every source to its plain role (wrapper.cpp, kernel.cpp).\n"
         "link=\n"
         'for a in "$@"; do\n'
@@ -74,11 +86,34 @@ def write_wrapper(folder: Path, floor: str | None = None) -> tuple[str, dict[str
         + (f'[ -n "$link" ] && set -- "$@" {shlex.join(link)}\n' if link else "")
         + f"exec {shlex.quote(real)} "
         f'${{TORCHINDUCTOR_CACHE_DIR:+"-ffile-prefix-map=${{TORCHINDUCTOR_CACHE_DIR}}={INDUCTOR_PREFIX}"}} '
-        f'{shlex.quote(f"-ffile-prefix-map={torch_dir}={TORCH_PREFIX}")} "$@"\n',
+        f'{shlex.quote(f"-ffile-prefix-map={cross or torch_dir}={TORCH_PREFIX}")} "$@"\n',
         encoding="utf-8",
     )
     script.chmod(0o755)
     return name, {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def cross_torch(compiler: str) -> str:
+    """In a cross build, the target's torch folder (``AOT_BUILD_CROSS_TORCH``), once checked
+    against ``compiler``; "" otherwise. Raises FloorError when they are for different
+    architectures (the compiler is chosen with ``CXX``)."""
+    from ..targets import cross_arch
+
+    folder = os.environ.get(ENV_CROSS_TORCH, "").strip()
+    if not folder:
+        return ""
+    folder = str(Path(folder).resolve())
+    try:
+        arch = cross_arch(folder)
+    except ValueError as exc:
+        raise FloorError(str(exc)) from None
+    if compiler_arch(compiler) != arch:
+        raise FloorError(
+            f"{ENV_CROSS_TORCH}={folder} is torch for {arch}, but the C++ compiler {compiler} builds for "
+            f"{compiler_arch(compiler)}; set CXX to a compiler for {arch} (Debian: CXX={arch}-linux-gnu-g++ "
+            f"from g++-{arch.replace('_', '-')}-linux-gnu)"
+        )
+    return folder
 
 
 def keep_headers_in(folder: str) -> Callable[[], None]:
@@ -263,7 +298,7 @@ def compiler_arch(compiler: str) -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
 
 
-def _tool(compiler: str, tool: str) -> str:
+def binutil(compiler: str, tool: str) -> str:
     """binutils' ``tool`` for ``compiler``'s target: the one with its prefix
     (``aarch64-linux-gnu-ar`` for ``aarch64-linux-gnu-g++``), else the plain one."""
     base = Path(compiler).name
@@ -380,7 +415,7 @@ def floor_args(floor: str, compiler: str, folder: Path) -> FloorArgs:
             objects.append(str(obj))
         tmp = out / f".{os.getpid()}.a"
         proc = subprocess.run(
-            [_tool(compiler, "ar"), "rcsD", str(tmp), *objects], capture_output=True, text=True, timeout=300
+            [binutil(compiler, "ar"), "rcsD", str(tmp), *objects], capture_output=True, text=True, timeout=300
         )
         if proc.returncode != 0:
             raise FloorError(f"ar could not make the manylinux floor archive: {proc.stderr.strip()}")

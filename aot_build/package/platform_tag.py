@@ -15,9 +15,11 @@ Not modelled (irrelevant to AOTInductor libraries): auditwheel's per-symbol blac
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from ..constants import ENV_CROSS_TORCH
 from .elf import ElfDeps, ElfError, read_dynamic, symbols_by_version
 
 __all__ = ["PlatformTagError", "check_floor", "platform_tag", "policy_minors", "torch_provided_libs"]
@@ -278,13 +280,19 @@ def torch_provided_libs() -> set[str]:
     That is the files in ``torch/lib`` (and their sonames), what those libraries NEED in turn
     (supplied by torch's own requirements, e.g. the CUDA runtime from nvidia-* wheels in a CUDA
     build), and ``libcuda.so.1``, the driver. torch is located, not imported: importing it takes
-    seconds. Returns an empty set when torch is not installed.
+    seconds. Returns an empty set when torch is not installed. In a cross build
+    (``AOT_BUILD_CROSS_TORCH``), the target's torch counts instead.
     """
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return set()
+    cross = os.environ.get(ENV_CROSS_TORCH, "").strip()
+    if cross:
+        locations = [cross]
+    else:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return set()
+        locations = list(spec.submodule_search_locations)
     provided = {"libcuda.so.1"}
-    for location in spec.submodule_search_locations:
+    for location in locations:
         lib_dir = Path(location) / "lib"
         if not lib_dir.is_dir():
             continue

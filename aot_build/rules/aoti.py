@@ -50,7 +50,7 @@ def compile_library(
     import torch._inductor
 
     from ..compile.isa import pinned_vec_isa, small_loops_serial
-    from ..compile.toolchain import content_build_id, write_wrapper
+    from ..compile.toolchain import binutil, content_build_id, write_wrapper
 
     options: dict[str, Any] = {**extra_options, **compile_options(target)}
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -77,8 +77,9 @@ def compile_library(
             raise RuntimeError(
                 f"the library was compiled for compute capability {built_for}, not {target.name}"
             )
-        if strip and shutil.which("strip"):
-            subprocess.run(["strip", "--strip-unneeded", str(staged)], check=True)
+        strip_tool = binutil(cxx, "strip")  # the target's (a cross build's is another)
+        if strip and shutil.which(strip_tool):
+            subprocess.run([strip_tool, "--strip-unneeded", str(staged)], check=True)
             content_build_id(staged)  # unstripped, symbol names still hold build paths
         data = staged.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
