@@ -166,3 +166,67 @@ def test_wrapper_adds_the_floor_to_links_only(tmp_path: Path) -> None:
     write_wrapper(tmp_path / "h", "host")
     (host_script,) = [p for p in (tmp_path / "h").iterdir() if p.is_file()]
     assert "libaot_build_floor.a" not in host_script.read_text()
+
+
+CROSS_CXX = "aarch64-linux-gnu-g++"
+needs_cross = pytest.mark.skipif(
+    not shutil.which(CROSS_CXX),
+    reason=f"needs {CROSS_CXX} (Debian: g++-aarch64-linux-gnu; .ci/run installs it)",
+)
+
+
+@needs_cross
+def test_cross_compiled_aarch64_library_meets_the_floor(tmp_path: Path) -> None:
+    """The floor archive is built for the compiler's architecture (aarch64's stubs bind the
+    GLIBC_2.17 versions, its first) and its libraries meet manylinux_2_28 there too."""
+    args = floor_args(DEFAULT_FLOOR, CROSS_CXX, tmp_path / "floor")
+    assert "aarch64-" in args.link[0]
+    src = tmp_path / "lib.cpp"
+    src.write_text(CXX_SOURCE)
+    out = tmp_path / "lib.so"
+    cmd = [CROSS_CXX, "-std=c++20", "-pthread", "-O2", "-fPIC", "-shared", str(src), "-o", str(out)]
+    cmd += args.link
+    subprocess.run(cmd, check=True, capture_output=True)
+    lib = read_dynamic(out)
+    assert lib.machine == "aarch64"
+    check_floor([lib], 28)
+    assert floor_tag([lib], (), 28) == "manylinux_2_28_aarch64"
+    assert "pthread_rwlock_rdlock" in symbols_by_version(out)["GLIBC_2.17"]
+
+
+@needs_cross
+def test_cross_build_maps_torch_to_the_target_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AOT_BUILD_CROSS_TORCH: the build's architecture is that torch's, the wrapper points
+    Inductor's paths into the host's torch at it, and a compiler for another architecture is
+    refused naming the fix."""
+    import torch
+
+    from aot_build import targets
+    from aot_build.compile.toolchain import cross_torch
+
+    cross = tmp_path / "torch"
+    (cross / "lib").mkdir(parents=True)
+    (tmp_path / "t.c").write_text("int f(void) { return 1; }\n")
+    lib = cross / "lib" / "libtorch_cpu.so"
+    cc = ["aarch64-linux-gnu-gcc", "-shared", "-fPIC"]
+    subprocess.run([*cc, str(tmp_path / "t.c"), "-o", str(lib)], check=True)
+    monkeypatch.setenv("AOT_BUILD_CROSS_TORCH", str(cross))
+    assert targets.machine() == "aarch64"
+    assert targets.expand_aliases(["cpu"]) == ["cpu-neon", "cpu-baseline"]
+    with pytest.raises(FloorError, match=r"torch for aarch64, but the C\+\+ compiler .* for x86_64; set CXX"):
+        cross_torch(shutil.which("g++") or "g++")
+    from aot_build.compile import toolchain
+
+    # what CXX=aarch64-linux-gnu-g++ gives a build process (Inductor reads CXX at import)
+    monkeypatch.setattr(toolchain, "real_compiler", lambda: shutil.which(CROSS_CXX))
+    name, _ = write_wrapper(tmp_path / "w", "2_28")
+    assert name == CROSS_CXX
+    host_include = str(Path(torch.__file__).resolve().parent / "include")
+    proc = subprocess.run(
+        [str(tmp_path / "w" / name), f"-I{host_include}", "-###", "-c", str(tmp_path / "t.c")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mapped = f"{cross}/include"
+    assert mapped in proc.stderr and host_include not in proc.stderr.replace(mapped, "")

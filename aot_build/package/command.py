@@ -141,7 +141,9 @@ class build_aot(Command):
                     self.outputs.append(str(dest / f.name))
             type(self).platform_tag = artifacts_platform(build_lib, self.settings.manylinux)
             if self.platform_tag:
-                print(f"aot-build: wheel platform tag {self.platform_tag} (what its artifacts need)")
+                host = self.settings.manylinux == "host"
+                why = "what its artifacts need" if host else "the manylinux floor"
+                print(f"aot-build: wheel platform tag {self.platform_tag} ({why})")
 
     def compile(
         self,
