@@ -6,6 +6,6 @@ and importing the installed package runs the compiled code, with no compiler and
 
 from .decorate import AotEntry, aot_entry
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = ["AotEntry", "__version__", "aot_entry"]

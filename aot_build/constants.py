@@ -14,10 +14,10 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "aot-build-manifest"
 #: Bumped on every change of the manifest's layout. Readers accept every version from 1 up
 #: to theirs (older ones are upgraded in memory) and refuse newer ones.
-MANIFEST_VERSION = 3
+MANIFEST_VERSION = 4
 #: Manifest version → the first aot-build release whose reader understands it. A wheel requires
 #: ``aot-build>=READERS[MANIFEST_VERSION]``, so pip never pairs it with a reader too old for it.
-READERS: dict[int, str] = {1: "0.1.0", 2: "0.2.0", 3: "0.3.0"}
+READERS: dict[int, str] = {1: "0.1.0", 2: "0.2.0", 3: "0.3.0", 4: "0.4.0"}
 
 #: The ``[tool.<name>]`` table that opts a project in.
 TOOL_TABLE = "aot-build"

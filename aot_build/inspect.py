@@ -82,8 +82,8 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                             else {"name": v.label(j), "value": lf.value}
                             for j, lf in enumerate(v.leaves)
                         ],
-                        "weights": len(v.weights),
-                        "guards": len(v.guards),
+                        "weights": len(v.state.weights),
+                        "guards": sum(v.state.count().values()),
                         "embedded_constants": len(v.embedded_constants),
                         "artifacts": [
                             {
@@ -116,6 +116,7 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                 "format_version": m.read_version,
                 "files": len(m.files),
                 "bytes": sum(f.size for f in m.files.values()),
+                "guard_evaluator": m.evaluator or None,
                 "skipped_targets": m.skipped_targets,
                 "entries": entries,
             }

@@ -4,46 +4,42 @@ Layout (JSON, one per top-level package, at ``<package>/_aot_build/manifest.json
 
     format, format_version          stamp; readers refuse newer versions, upgrade older ones
     package, aot_build_version, torch_version, python_version, machine
-    entries: {"pkg.mod:func": Entry}
+    entries: {"pkg.mod:func": "<sha256>.json"}   each entry's record in its own file (or inline)
     skipped_targets: [{"target", "reason"}]
-    files: {"<sha256>.so": {"sha256", "size"}}   every artifact, stored once by content
+    evaluator: "<sha256>.so"                     the compiled guard evaluator (aot_build.guards.native)
+    files: {"<sha256>.so": {"sha256", "size"}}   every artifact and record, stored once by content
 
 An entry has variants (one per example-input set, plus automatic size-1 specialisations),
 a variant has artifacts (one per target). A variant says exactly which calls it serves
 (input specs with dynamic dimensions and their ranges) and what else the compiled code
-depends on (weights read by path, guards on non-tensor state); the shim checks all of it
-on every call.
+depends on (its guard tree: weights read by path and every read of package state, see
+:mod:`aot_build.guards`); the shim checks all of it on every call.
 
 Format history: 1 (aot-build 0.1.0: static shapes, weights by global) is read and upgraded;
 2 adds dynamic dimensions, guards, method entries and output leaves; 3 adds compile rules
 other than ``aoti`` (each artifact's rule version) and training entries (artifact roles and
-each variant's ``training`` record).
+each variant's ``training`` record); 4 replaces a variant's ``guards`` and ``weights`` by its
+guard tree ``state`` (older guards and weights are read into one).
 """
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from .constants import MANIFEST_FORMAT, MANIFEST_VERSION
 from .errors import ManifestError
+from .guards.tree import StateTree, TensorSpec
+from .guards.upgrade import upgrade_state
 
 #: Upper bound stored for a dynamic dimension torch.export left unbounded.
 UNBOUNDED = 2**63 - 1
-
-#: Kinds of one step of a :class:`ObjPath`, and how the shim reads them.
-STEP_KINDS = {
-    "attr": "an instance attribute (``obj.__dict__[key]``; a global for Python modules)",
-    "param": "a registered parameter (``module._parameters[key]``)",
-    "buffer": "a registered buffer (``module._buffers[key]``)",
-    "child": "a submodule (``module._modules[key]``)",
-    "item": "an item of a dict, list or tuple (``obj[key]``)",
-    "getattr": "anything else, read with ``getattr`` (properties, class attributes)",
-}
 
 #: What an artifact's program computes.
 ROLES = {
@@ -51,74 +47,6 @@ ROLES = {
     "forward": "the outputs and the tensors backward needs (training entries)",
     "backward": "the gradients of the inputs and weights, from the saved tensors and the outputs' gradients",
 }
-
-#: Kinds of :class:`Guard` and what they require of the object at their path.
-GUARD_KINDS = {
-    "value": "equals a plain value (same type)",
-    "type": "is an instance of exactly this class (``module:qualname``)",
-    "ident": "is this function, class or Python module (``module:qualname``)",
-    "absent": "has no attribute of this name (instance dict and module tables; expect "
-    '"method": a method found on the class, not overridden in the instance dict)',
-    "len": "is a container of this length",
-    "keys": "is a dict with exactly these keys, in this order",
-    "same": "is the very object found at another path",
-}
-
-
-class ObjPath(NamedTuple):
-    """Where a value lives, from a root the shim can reach on every call.
-
-    Args:
-        root: ``("global", module, name)`` for a module global, ``("self",)`` for the
-            instance a method entry is called on.
-        steps: ``(kind, key)`` pairs below the root; kinds are :data:`STEP_KINDS`.
-    """
-
-    root: tuple[str, ...]
-    steps: tuple[tuple[str, Any], ...] = ()
-
-    def child(self, kind: str, key: Any) -> ObjPath:
-        return ObjPath(self.root, (*self.steps, (kind, key)))
-
-    def label(self) -> str:
-        """``pkg.mod.MODEL.encoder.layer[0].weight`` / ``self.qkv.weight``."""
-        text = "self" if self.root[0] == "self" else f"{self.root[1]}.{self.root[2]}"
-        for kind, key in self.steps:
-            text += f"[{key!r}]" if kind == "item" else f".{key}"
-        return text
-
-    def to_json(self) -> dict[str, Any]:
-        return {"root": list(self.root), "steps": [[k, v] for k, v in self.steps]}
-
-    @classmethod
-    def from_json(cls, raw: Any) -> ObjPath:
-        root = tuple(str(r) for r in raw["root"])
-        if not (root == ("self",) or (len(root) == 3 and root[0] == "global")):
-            raise ValueError(f"bad path root {raw['root']!r}")
-        steps = []
-        for kind, key in raw["steps"]:
-            if kind not in STEP_KINDS:
-                raise ValueError(f"bad path step kind {kind!r}")
-            steps.append((str(kind), key))
-        return cls(root, tuple(steps))
-
-
-@dataclass(repr=False)
-class TensorSpec:
-    """Static description of one tensor (a weight, or a format-1 input).
-
-    Args:
-        shape: exact sizes.
-        dtype: torch dtype name without the ``torch.`` prefix, e.g. ``float32``.
-        device: device type, e.g. ``cpu`` or ``cuda``.
-        stride: exact strides.
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
-    device: str
-    stride: tuple[int, ...]
-
 
 #: One dimension of an input: a fixed size, a symbol (``"batch"``) or ``{"sym", "mul", "add"}``
 #: (a size derived from a symbol, e.g. ``2*batch``).
@@ -173,36 +101,6 @@ class OutLeaf:
 
 
 @dataclass(repr=False)
-class Weight:
-    """A tensor the entry reads from package state, passed to the artifact on every call.
-
-    Args:
-        paths: every path the trace read it through; the first is read on each call, the
-            others are guarded to hold the very same tensor (tied weights, re-exports).
-        spec: shape, dtype, device and strides it had at build time; calls need the same.
-    """
-
-    paths: tuple[ObjPath, ...]
-    spec: TensorSpec
-
-
-@dataclass(repr=False)
-class Guard:
-    """A fact about non-tensor state the compiled code depends on; see :data:`GUARD_KINDS`.
-
-    Args:
-        path: where the object is.
-        kind: a :data:`GUARD_KINDS` key.
-        expect: the encoded value, the ``module:qualname`` reference, the length, the
-            keys, or (``same``) the other path as JSON.
-    """
-
-    path: ObjPath
-    kind: str
-    expect: Any = None
-
-
-@dataclass(repr=False)
 class Artifact:
     """One compiled file for one target.
 
@@ -234,8 +132,9 @@ class Variant:
         leaves: one per flattened argument.
         symbols: each dynamic dimension's name and inclusive range ``[lo, hi]``.
         outputs: structure of the result; ``out_leaves`` one per flattened output.
-        weights: lifted tensors, in the order the artifact takes them after the inputs.
-        guards: facts checked on every call.
+        state: the guard tree: every read of package state the compiled code depends on,
+            checked on every call, and the weights (in the order the artifact takes them after
+            the inputs), see :mod:`aot_build.guards.tree`.
         input_set: index of the example-input set it was built from.
         pinned: dimensions fixed to a size for this variant (size-1 specialisations).
         labels: one name per leaf for messages (``x``, ``batch['ids']``).
@@ -249,8 +148,7 @@ class Variant:
     outputs: Any
     out_leaves: tuple[OutLeaf, ...]
     symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
-    weights: tuple[Weight, ...] = ()
-    guards: tuple[Guard, ...] = ()
+    state: StateTree = field(default_factory=StateTree)
     embedded_constants: tuple[dict[str, Any], ...] = ()
     artifacts: tuple[Artifact, ...] = ()
     input_set: int = 0
@@ -332,26 +230,60 @@ class Manifest:
     files: dict[str, FileRecord] = field(default_factory=dict)
     #: torch's default dtype in the build (tensors the function creates get it).
     default_dtype: str = "float32"
+    #: File name of the compiled guard evaluator (:mod:`aot_build.guards.native`), listed in
+    #: ``files``; "" when the wheel ships none (the shim then checks guards in Python).
+    evaluator: str = ""
     #: Format version of the file this was read from (upgraded in memory when older).
     read_version: int = MANIFEST_VERSION
-    #: Entries not parsed yet (``lazy`` reading), by key, as JSON; see :meth:`entry`.
+    #: Entries not parsed yet (``lazy`` reading), by key: their JSON, or the name of the record
+    #: file that holds it; see :meth:`entry`.
     unparsed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     where: str = field(default="", compare=False, repr=False)
+    #: The folder record files are read from.
+    folder: Path | None = field(default=None, compare=False, repr=False)
 
     def entry(self, key: str) -> Entry | None:
         """The entry ``key`` (parsed now when read lazily), or None; ManifestError when its
         record is damaged."""
         if key not in self.entries and key in self.unparsed:
             parse = _entry_v1 if self.read_version == 1 else _entry
+            raw = self.unparsed.pop(key)
             try:
-                self.entries[key] = parse(self.unparsed.pop(key))
+                self.entries[key] = parse(self._record(key, raw) if isinstance(raw, str) else raw)
             except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
                 raise ManifestError(
                     f"{self.where}: damaged entry {key} ({type(exc).__name__}: {exc})"
                 ) from exc
         return self.entries.get(key)
 
-    def to_json(self) -> str:
+    def _record(self, key: str, name: str) -> Any:
+        """An entry's record from its own file, checked against the hash the manifest lists."""
+        record = self.files.get(name)
+        if self.folder is None or record is None:
+            raise ValueError(f"record file {name} is not listed in the manifest")
+        try:
+            data = (self.folder / name).read_bytes()
+        except OSError as exc:
+            raise ManifestError(
+                f"{self.where}: entry {key}: its record {name} is missing or unreadable ({exc.strerror}); "
+                "reinstall the package"
+            ) from exc
+        if hashlib.sha256(data).hexdigest() != record.sha256:
+            raise ManifestError(
+                f"{self.where}: entry {key}: its record {name} is damaged (sha256 differs from the "
+                "manifest); reinstall the package"
+            )
+        collecting = gc.isenabled()
+        gc.disable()  # millions of small objects: the cyclic collector would walk torch's too
+        try:
+            return json.loads(data)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def to_json(self, records: dict[str, str] | None = None) -> str:
+        """The manifest as JSON: entries inline, or (``records``) by the names of their files."""
+        entries = records if records is not None else {k: _entry_json(e) for k, e in self.entries.items()}
         body = {
             "format": MANIFEST_FORMAT,
             "format_version": MANIFEST_VERSION,
@@ -361,17 +293,26 @@ class Manifest:
             "python_version": self.python_version,
             "machine": self.machine,
             "default_dtype": self.default_dtype,
-            "entries": {k: _entry_json(e) for k, e in self.entries.items()},
+            "evaluator": self.evaluator,
+            "entries": entries,
             "skipped_targets": self.skipped_targets,
             "files": {k: {"sha256": f.sha256, "size": f.size} for k, f in self.files.items()},
         }
         return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
     def write(self, path: Path) -> None:
-        """Write atomically: a reader never sees half a manifest."""
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        os.replace(tmp, path)
+        """Write ``path`` and, beside it, each entry's record in a file of its own, named by its
+        content and listed in :attr:`files` (a first call reads only its entry's record).
+        Atomically: a reader never sees half a file."""
+        records: dict[str, str] = {}
+        for key, entry in sorted(self.entries.items()):
+            data = json.dumps(_entry_json(entry), sort_keys=True, separators=(",", ":")).encode()
+            sha = hashlib.sha256(data).hexdigest()
+            name = records[key] = f"{sha[:24]}.json"
+            _write_atomically(path.parent / name, data)
+            self.files[name] = FileRecord(sha, len(data))
+        self.files = dict(sorted(self.files.items()))
+        _write_atomically(path, self.to_json(records).encode())
 
     @classmethod
     def read(cls, path: Path, lazy: bool = False) -> Manifest:
@@ -379,12 +320,13 @@ class Manifest:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ManifestError(f"{path}: cannot read manifest: {exc}") from exc
-        return cls.from_dict(raw, str(path), lazy)
+        return cls.from_dict(raw, str(path), lazy, path.parent)
 
     @classmethod
-    def from_dict(cls, raw: Any, where: str, lazy: bool = False) -> Manifest:
+    def from_dict(cls, raw: Any, where: str, lazy: bool = False, folder: Path | None = None) -> Manifest:
         """Validate and parse. ``lazy``: entries are parsed when first asked for
-        (:meth:`entry`), so importing a package with many entries parses only those called."""
+        (:meth:`entry`), so importing a package with many entries parses only those called.
+        ``folder``: where the entries' record files are (an entry given by file name)."""
         if not isinstance(raw, dict) or raw.get("format") != MANIFEST_FORMAT:
             raise ManifestError(f"{where}: not an aot_build manifest (no format stamp)")
         version = raw.get("format_version")
@@ -398,41 +340,45 @@ class Manifest:
             entries = raw["entries"]
             if not isinstance(entries, dict):
                 raise TypeError(f"entries is a {type(entries).__name__}")
-            return cls(
+            manifest = cls(
                 package=str(raw["package"]),
                 aot_build_version=str(raw["aot_build_version"]),
                 torch_version=str(raw["torch_version"]),
                 python_version=str(raw["python_version"]),
                 machine=str(raw["machine"]),
                 default_dtype=str(raw.get("default_dtype", "float32")),
-                entries={} if lazy else {str(k): parse_entry(v) for k, v in entries.items()},
+                evaluator=_file_name(raw["evaluator"], where) if raw.get("evaluator") else "",
+                entries={},
                 skipped_targets=[dict(s) for s in raw.get("skipped_targets", [])],
                 files={
                     _file_name(k, where): FileRecord(str(v["sha256"]), int(v["size"]))
                     for k, v in raw["files"].items()
                 },
                 read_version=version,
-                unparsed={str(k): v for k, v in entries.items()} if lazy else {},
+                unparsed={
+                    str(k): _file_name(v, where) if isinstance(v, str) else v for k, v in entries.items()
+                },
                 where=where,
+                folder=folder,
             )
+            if not lazy:
+                for key in list(manifest.unparsed):
+                    value = manifest.unparsed.pop(key)
+                    manifest.entries[key] = parse_entry(
+                        manifest._record(key, value) if isinstance(value, str) else value
+                    )
+            return manifest
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ManifestError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from exc
 
 
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 # ---------------------------------------------------------------- JSON of the parts
-
-
-def _spec_json(s: TensorSpec) -> dict[str, Any]:
-    return {"shape": list(s.shape), "dtype": s.dtype, "device": s.device, "stride": list(s.stride)}
-
-
-def _spec(raw: dict[str, Any]) -> TensorSpec:
-    return TensorSpec(
-        tuple(int(x) for x in raw["shape"]),
-        str(raw["dtype"]),
-        str(raw["device"]),
-        tuple(int(x) for x in raw["stride"]),
-    )
 
 
 def _dim(raw: Any) -> DimSpec:
@@ -481,8 +427,7 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "outputs": v.outputs,
         "out_leaves": [{"kind": o.kind, "value": o.value, "index": o.index} for o in v.out_leaves],
         "symbols": {k: list(r) for k, r in v.symbols.items()},
-        "weights": [{"paths": [p.to_json() for p in w.paths], "spec": _spec_json(w.spec)} for w in v.weights],
-        "guards": [{"path": g.path.to_json(), "kind": g.kind, "expect": g.expect} for g in v.guards],
+        "state": v.state.to_json(),
         "embedded_constants": list(v.embedded_constants),
         "artifacts": [
             {
@@ -513,13 +458,6 @@ def _artifact(raw: dict[str, Any]) -> Artifact:
     )
 
 
-def _guard(raw: dict[str, Any]) -> Guard:
-    kind = str(raw["kind"])
-    if kind not in GUARD_KINDS:
-        raise ValueError(f"unknown guard kind {kind!r}")
-    return Guard(ObjPath.from_json(raw["path"]), kind, raw.get("expect"))
-
-
 def _out_leaf(raw: dict[str, Any]) -> OutLeaf:
     kind = str(raw["kind"])
     if kind not in ("tensor", "sym", "value", "input", "weight"):
@@ -534,10 +472,7 @@ def _variant(raw: dict[str, Any]) -> Variant:
         outputs=raw["outputs"],
         out_leaves=tuple(_out_leaf(o) for o in raw["out_leaves"]),
         symbols={str(k): (int(r[0]), int(r[1])) for k, r in raw["symbols"].items()},
-        weights=tuple(
-            Weight(tuple(ObjPath.from_json(p) for p in w["paths"]), _spec(w["spec"])) for w in raw["weights"]
-        ),
-        guards=tuple(_guard(g) for g in raw["guards"]),
+        state=_state(raw),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
         artifacts=tuple(_artifact(a) for a in raw["artifacts"]),
         input_set=int(raw.get("input_set", 0)),
@@ -545,6 +480,13 @@ def _variant(raw: dict[str, Any]) -> Variant:
         labels=tuple(str(x) for x in raw.get("labels", ())),
         training=dict(raw.get("training", {})),
     )
+
+
+def _state(raw: dict[str, Any]) -> StateTree:
+    """A variant's guard tree; formats 2 and 3 listed guards and weights instead."""
+    if "state" in raw:
+        return StateTree.from_json(raw["state"])
+    return upgrade_state(raw["guards"], raw["weights"])
 
 
 def _entry_json(e: Entry) -> dict[str, Any]:
@@ -603,22 +545,24 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
 
             leaves.append(Leaf(value=values.encode(lf.get("value"))))
             continue
-        spec = _spec(t)
+        spec = TensorSpec.from_json(t)
         leaves.append(Leaf(tensor=InputTensor(spec.dtype, spec.device, spec.shape, "strides", spec.stride)))
     weights = []
     for w in raw["weights"]:
-        path = ObjPath(("global", str(w["module"]), str(w["name"])))
-        for part in str(w["path"]).split(".") if w["path"] else []:
-            path = path.child("getattr", part)
-        weights.append(Weight((path,), _spec(w["spec"])))
-    guards = tuple(
-        Guard(
-            ObjPath(("global", str(m["module"]), str(m["name"]))).child("getattr", "training"),
-            "value",
-            bool(m["training"]),
-        )
+        steps = [["getattr", part] for part in str(w["path"]).split(".")] if w["path"] else []
+        path = {"root": ["global", str(w["module"]), str(w["name"])], "steps": steps}
+        weights.append({"paths": [path], "spec": w["spec"]})
+    guards = [
+        {
+            "path": {
+                "root": ["global", str(m["module"]), str(m["name"])],
+                "steps": [["getattr", "training"]],
+            },
+            "kind": "value",
+            "expect": bool(m["training"]),
+        }
         for m in raw["modules"]
-    )
+    ]
     outputs = _torch_tree(raw["out_tree"])
     from . import trees
 
@@ -628,8 +572,7 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
         leaves=tuple(leaves),
         outputs=outputs,
         out_leaves=tuple(OutLeaf("tensor") for _ in range(n_out)),
-        weights=tuple(weights),
-        guards=guards,
+        state=upgrade_state(guards, weights),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
         artifacts=tuple(_artifact(a) for a in raw["artifacts"]),
     )

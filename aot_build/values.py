@@ -6,11 +6,18 @@ one-key object naming its kind, so a tuple never comes back as a list, nor 1.0 a
 
     {"tuple": [...]}  {"list": [...]}  {"dict": [[key, value], ...]}  {"float": "nan"}
     {"dtype": "float32"}  {"device": "cuda:0"}  {"enum": "pkg.mod:Color", "name": "RED"}
+    {"bytes": "<hex>"}  {"complex": [re, im]}  {"frozenset": [...]}  {"slice": [a, b, c]}
+    {"ellipsis": null}  {"numpy": "float32", "value": 2.0}
+
+Guards also compare against sets (``{"set": [...]}``, with ``sets=True``): a set is mutable, so it
+is never a plain argument or output. Sets are stored in a fixed order (by their JSON text), so
+two builds write the same manifest whatever the hash seed.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import math
 import sys
 from typing import Any
@@ -37,19 +44,37 @@ def is_plain(value: Any) -> bool:
     return True
 
 
-def encode(value: Any) -> Any:
-    """The JSON form of ``value``; :class:`Unencodable` when it has none."""
+def encode(value: Any, sets: bool = False) -> Any:
+    """The JSON form of ``value``; :class:`Unencodable` when it has none. ``sets``: also
+    mutable sets (guard constants)."""
     kind = type(value)
     if value is None or kind in (bool, int, str):
         return value
     if kind is float:
         return value if math.isfinite(value) else {"float": repr(value)}
     if kind is tuple:
-        return {"tuple": [encode(v) for v in value]}
+        return {"tuple": [encode(v, sets) for v in value]}
     if kind is list:
-        return {"list": [encode(v) for v in value]}
+        return {"list": [encode(v, sets) for v in value]}
     if kind is dict:
-        return {"dict": [[encode(k), encode(v)] for k, v in value.items()]}
+        return {"dict": [[encode(k, sets), encode(v, sets)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    if kind is complex:
+        return {"complex": [encode(value.real), encode(value.imag)]}
+    if kind is frozenset or (kind is set and sets):
+        items = sorted((encode(v, sets) for v in value), key=lambda e: json.dumps(e, sort_keys=True))
+        return {kind.__name__: items}
+    if kind is slice:
+        return {"slice": [encode(value.start), encode(value.stop), encode(value.step)]}
+    if value is Ellipsis:
+        return {"ellipsis": None}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic) and kind.__module__ == "numpy":
+        item = value.item()
+        if type(item) not in (bool, int, float, complex):
+            raise Unencodable(f"numpy value {_short(value)}")
+        return {"numpy": str(value.dtype), "value": encode(item)}
     if isinstance(value, enum.Enum):
         ref = qualified_name(kind)
         if ref is None:
@@ -87,6 +112,26 @@ def decode(raw: Any) -> Any:
         return dtype
     if "device" in raw:
         return _torch().device(str(raw["device"]))
+    if "bytes" in raw:
+        return bytes.fromhex(str(raw["bytes"]))
+    if "complex" in raw:
+        re, im = (decode(v) for v in _list(raw["complex"]))
+        return complex(re, im)
+    if "frozenset" in raw:
+        return frozenset(decode(v) for v in _list(raw["frozenset"]))
+    if "set" in raw:
+        return {decode(v) for v in _list(raw["set"])}
+    if "slice" in raw:
+        return slice(*(decode(v) for v in _list(raw["slice"])))
+    if "ellipsis" in raw:
+        return Ellipsis
+    if "numpy" in raw:
+        import numpy
+
+        dtype = getattr(numpy, str(raw["numpy"]), None)
+        if not (isinstance(dtype, type) and issubclass(dtype, numpy.generic)):
+            raise ValueError(f"unknown numpy type {raw['numpy']!r}")
+        return dtype(decode(raw["value"]))
     if "enum" in raw:
         try:
             return resolve(str(raw["enum"]))[str(raw["name"])]
@@ -96,12 +141,21 @@ def decode(raw: Any) -> Any:
 
 
 def same(value: Any, expected: Any) -> bool:
-    """Equal, and of the same type at the top (``1`` is not ``1.0`` nor ``True``); NaN
-    equals NaN. Never raises: an object whose ``==`` fails is not the same."""
-    if type(value) is not type(expected):
+    """Equal, and of the same type at every level of tuples, lists, dicts and sets (``1`` is
+    not ``1.0`` nor ``True``, ``(1, 2)`` not ``(1, 2.0)``); NaN equals NaN. Never raises: an
+    object whose ``==`` fails is not the same."""
+    kind = type(expected)
+    if type(value) is not kind:
         return False
-    if type(expected) is float and math.isnan(expected):
+    if kind is float and math.isnan(expected):
         return math.isnan(value)
+    if kind in (tuple, list):
+        return len(value) == len(expected) and all(map(same, value, expected))
+    if kind is dict:
+        return len(value) == len(expected) and all(
+            same(k1, k2) and same(v1, v2)
+            for (k1, v1), (k2, v2) in zip(value.items(), expected.items(), strict=True)
+        )
     try:
         return bool(value == expected)
     except Exception:

@@ -175,7 +175,7 @@ include = ["cfg_pkg*"]
 
 {tool}
 """
-_PINS = 'dependencies = ["torch==2.13.0", "aot-build>=0.3.0"]'
+_PINS = 'dependencies = ["torch==2.13.0", "aot-build>=0.4.0"]'
 _MODULE = """\
 import torch
 
@@ -258,7 +258,7 @@ def _build(
         ),
         pytest.param(
             "[tool.aot-build]",
-            'dependencies = ["torch<2.13", "aot-build>=0.3.0"]',
+            'dependencies = ["torch<2.13", "aot-build>=0.4.0"]',
             ["pyproject.toml: dependency 'torch<2.13' excludes torch 2.13.0, the torch this wheel is built"],
             id="torch-range-excludes-the-build-torch",
         ),
@@ -266,8 +266,8 @@ def _build(
             "[tool.aot-build]",
             'dependencies = ["numpy"]',
             [
-                "pyproject.toml: [project].dependencies must pin torch==2.13.0 and aot-build>=0.3.0",
-                'dependencies = ["numpy", "torch==2.13.0", "aot-build>=0.3.0"]',
+                "pyproject.toml: [project].dependencies must pin torch==2.13.0 and aot-build>=0.4.0",
+                'dependencies = ["numpy", "torch==2.13.0", "aot-build>=0.4.0"]',
             ],
             id="static-dependencies-without-pins",
         ),

@@ -261,7 +261,7 @@ def test_source_tree_strict_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_public_api() -> None:
-    assert aot_build.__version__ == "0.3.0"
+    assert aot_build.__version__ == "0.4.0"
     assert set(aot_build.__all__) == {"AotEntry", "__version__", "aot_entry"}
 
 

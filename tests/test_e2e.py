@@ -124,7 +124,7 @@ def test_example_wheel_requirements_are_its_static_dependencies(example_dists: B
     with (EXAMPLE_PROJECT / "pyproject.toml").open("rb") as fh:
         static = tomllib.load(fh)["project"]["dependencies"]
     assert requires == static
-    assert "torch==2.13.0" in requires and "aot-build>=0.3.0" in requires
+    assert "torch==2.13.0" in requires and "aot-build>=0.4.0" in requires
     assert "overwritten" not in example_dists.log
     assert "SetuptoolsWarning" not in example_dists.log
     assert "SetuptoolsDeprecationWarning" not in example_dists.log

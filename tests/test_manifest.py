@@ -11,19 +11,18 @@ import pytest
 
 from aot_build.constants import MANIFEST_FORMAT, MANIFEST_VERSION
 from aot_build.errors import ManifestError
+from aot_build.guards.checks import Check
+from aot_build.guards.paths import ObjPath
+from aot_build.guards.tree import TensorSpec, TreeBuilder
 from aot_build.manifest import (
     Artifact,
     Entry,
     FileRecord,
-    Guard,
     InputTensor,
     Leaf,
     Manifest,
-    ObjPath,
     OutLeaf,
-    TensorSpec,
     Variant,
-    Weight,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -35,6 +34,26 @@ def sample_manifest() -> Manifest:
     z = InputTensor("float32", "cpu", (4, 8), "strides", (1, 4))
     w = TensorSpec((8, 8), "float32", "cpu", (8, 1))
     linear = ObjPath(("global", "pkg.mod", "LINEAR"))
+    tree = TreeBuilder()
+    tree.weights = [w, TensorSpec((), "float32", "cpu", ())]
+    tree.add(linear.child("getattr", "_parameters").child("item", "weight"), Check("weight", 0))
+    tree.add(linear.child("getattr", "alias"), Check("weight", 0))
+    tree.add(ObjPath(("self",)).child("getattr", "_buffers").child("item", "scale"), Check("weight", 1))
+    first = tree.add(linear, Check("type", "torch.nn.modules.linear:Linear"))
+    tree.add(linear.child("getattr", "training"), Check("eq", False))
+    tree.add(linear.child("getattr", "_forward_hooks"), Check("len", 0))
+    tree.add(linear.child("dict"), Check("lacks", "forward"))
+    tree.add(
+        linear.child("type").child("getattr", "forward"), Check("id", {"ref": "torch.nn:Linear.forward"})
+    )
+    tree.add(ObjPath(("global", "pkg.mod", "TABLE")).child("index", 0), Check("same", first))
+    tree.add(
+        ObjPath(("ref", "os:")).child("getattr", "environ").child("getattr", "_data"),
+        Check("lacks", {"bytes": "4b"}),
+    )
+    tree.add(ObjPath(("closure", "z")), Check("eq", {"tuple": [1, 2.5]}))
+    tree.add(ObjPath(("global", "pkg.mod", "FLAGS")), Check("has", "fast"))
+    tree.add(ObjPath(("global", "pkg.mod", "CFG")), Check("hasattr", ["missing", False]))
     variant = Variant(
         inputs={"type": "tuple", "context": None, "children": [None] * 8},
         leaves=(
@@ -50,17 +69,7 @@ def sample_manifest() -> Manifest:
         outputs={"type": "tuple", "context": None, "children": [None, None]},
         out_leaves=(OutLeaf("tensor"), OutLeaf("value", {"tuple": [1, 2]})),
         symbols={"batch": (2, 64)},
-        weights=(
-            Weight((linear.child("param", "weight"), linear.child("attr", "alias")), w),
-            Weight((ObjPath(("self",)).child("buffer", "scale"),), TensorSpec((), "float32", "cpu", ())),
-        ),
-        guards=(
-            Guard(linear, "type", "torch.nn.modules.linear:Linear"),
-            Guard(linear.child("attr", "training"), "value", False),
-            Guard(linear.child("attr", "_forward_hooks"), "len", 0),
-            Guard(linear.child("getattr", "forward"), "absent", "method"),
-            Guard(linear.child("item", 0), "same", linear.to_json()),
-        ),
+        state=tree.tree(),
         embedded_constants=({"name": "c0", "shape": [3], "dtype": "float32", "bytes": 12},),
         input_set=1,
         pinned={"seq": 1},
@@ -98,14 +107,21 @@ def test_round_trip_is_lossless() -> None:
     assert entry.key == "pkg.mod:fn"
     # tuples come back as tuples (hashable, comparable with live shapes)
     assert entry.variants[0].leaves[2].tensor == InputTensor("float32", "cpu", (4, 8), "strides", (1, 4))
-    assert isinstance(entry.variants[0].weights[1].spec.shape, tuple)
+    assert isinstance(entry.variants[0].state.weights[1].shape, tuple)
     assert entry.variants[0].leaves[7].value is True
     assert entry.variants[0].signature() == (
         "x: float32[batch 2..64, 8], y: float32[2*batch, 8], z: float32[4, 8], k: 3, f: 0.5, "
         "s: 'mode', n: None, b: True with seq=1"
     )
-    assert entry.variants[0].guards[0].path.label() == "pkg.mod.LINEAR"
-    assert entry.variants[0].weights[1].paths[0].label() == "self.scale"
+    state = entry.variants[0].state
+    assert [[p.label() for p in paths] for paths in state.weight_paths()] == [
+        ["pkg.mod.LINEAR.weight", "pkg.mod.LINEAR.alias"],
+        ["self.scale"],
+    ]
+    assert {state.path(i).label() for i, c in state.checks() if c.kind == "type"} == {"pkg.mod.LINEAR"}
+    assert ("type(pkg.mod.LINEAR).forward", "id") in {
+        (state.path(i).label(), c.kind) for i, c in state.checks()
+    }
 
 
 def test_empty_manifest_round_trip() -> None:
@@ -118,7 +134,25 @@ def test_write_and_read(tmp_path: Path) -> None:
     path = tmp_path / "manifest.json"
     m.write(path)
     assert Manifest.read(path) == m
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no temp file left
+    (record,) = [name for name in m.files if name.endswith(".json")]  # the entry's own record
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["manifest.json", record])  # no temp file
+    assert json.loads(path.read_text())["entries"] == {"pkg.mod:fn": record}
+    lazy = Manifest.read(path, lazy=True)
+    assert lazy.entries == {} and lazy.entry("pkg.mod:fn") == m.entries["pkg.mod:fn"]
+
+
+def test_a_damaged_record_is_refused(tmp_path: Path) -> None:
+    m = sample_manifest()
+    m.write(tmp_path / "manifest.json")
+    (record,) = [name for name in m.files if name.endswith(".json")]
+    (tmp_path / record).write_text("{}", encoding="utf-8")
+    with pytest.raises(ManifestError, match=f"its record {record} is damaged"):
+        Manifest.read(tmp_path / "manifest.json", lazy=True).entry("pkg.mod:fn")
+    (tmp_path / record).unlink()
+    with pytest.raises(
+        ManifestError, match=r"missing or unreadable \(No such file or directory\); reinstall"
+    ):
+        Manifest.read(tmp_path / "manifest.json")
 
 
 def test_json_is_stable_and_sorted() -> None:
@@ -139,7 +173,7 @@ def _raw() -> dict[str, Any]:
         (lambda r: r.update(format="something-else"), "not an aot_build manifest"),
         (
             lambda r: r.update(format_version=MANIFEST_VERSION + 1),
-            "format_version 4; this aot_build reads formats 1 to 3",
+            f"format_version {MANIFEST_VERSION + 1}; this aot_build reads formats 1 to {MANIFEST_VERSION}",
         ),
         (lambda r: r.update(format_version=0), "format_version 0"),
         (lambda r: r.update(format_version="1"), "format_version '1'"),
@@ -149,18 +183,27 @@ def _raw() -> dict[str, Any]:
         (lambda r: r["entries"]["pkg.mod:fn"].pop("variants"), "damaged manifest"),
         (lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["leaves"][0]["tensor"].pop("dims"), "damaged"),
         (
-            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["guards"][0].update(kind="exec"),
-            "unknown guard kind",
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["state"]["nodes"][3][3].append(["exec", 1]),
+            "unknown check kind",
         ),
         (
-            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["guards"][0]["path"].update(root=["os"]),
-            "bad path",
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["state"]["nodes"][0].__setitem__(2, ["os"]),
+            "bad path root",
+        ),
+        (
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["state"]["nodes"][1].__setitem__(0, 5),
+            "bad parent",
+        ),
+        (
+            lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["state"]["nodes"][1].__setitem__(1, "eval"),
+            "bad path step kind",
         ),
         (
             lambda r: r["entries"]["pkg.mod:fn"]["variants"][0]["out_leaves"][0].update(kind="x"),
             "output kind",
         ),
-        (lambda r: r["entries"].update({"k": "not a dict"}), "damaged manifest"),
+        (lambda r: r["entries"].update({"k": "not a dict"}), "'not a dict' is not a plain file name"),
+        (lambda r: r["entries"].update({"k": 3}), "damaged manifest"),
     ],
     ids=[
         "no-format",
@@ -173,9 +216,12 @@ def _raw() -> dict[str, Any]:
         "missing-files",
         "missing-variants",
         "missing-dims",
-        "unknown-guard",
+        "unknown-check",
         "bad-root",
+        "bad-parent",
+        "bad-step",
         "bad-output",
+        "entry-not-a-file-name",
         "entry-not-object",
     ],
 )
@@ -230,13 +276,51 @@ def test_reads_format_1_and_upgrades_it() -> None:
     (variant,) = m.entries["format1_pkg:affine"].variants
     (leaf,) = variant.leaves
     assert leaf.tensor == InputTensor("float32", "cpu", (4, 8), "strides", (8, 1))
-    labels = [w.paths[0].label() for w in variant.weights]
+    labels = [paths[0].label() for paths in variant.state.weight_paths()]
     assert labels == ["format1_pkg.LINEAR.weight", "format1_pkg.LINEAR.bias", "format1_pkg.SCALE"]
-    assert [(g.path.label(), g.kind, g.expect) for g in variant.guards] == [
-        ("format1_pkg.LINEAR.training", "value", False)
+    state = variant.state
+    assert [(state.path(i).label(), c.kind, c.expect) for i, c in state.checks() if c.kind != "weight"] == [
+        ("format1_pkg.LINEAR.training", "eq", False)
     ]
     assert variant.out_leaves == (OutLeaf("tensor"),)
     assert variant.outputs is None
+
+
+def test_reads_format_3_guards_and_weights_into_a_tree() -> None:
+    """Format 2 and 3 manifests (aot-build 0.2, 0.3) listed guards and weights flat, with
+    steps of their own; they are read into today's tree with the same meaning."""
+    raw = _raw()
+    raw["format_version"] = 3
+    variant = raw["entries"]["pkg.mod:fn"]["variants"][0]
+    del variant["state"]
+    linear = {"root": ["global", "pkg.mod", "LINEAR"], "steps": []}
+    variant["weights"] = [
+        {
+            "paths": [{"root": ["global", "pkg.mod", "LINEAR"], "steps": [["param", "weight"]]}],
+            "spec": {"shape": [8, 8], "dtype": "float32", "device": "cpu", "stride": [8, 1]},
+        },
+    ]
+    variant["guards"] = [
+        {"path": linear, "kind": "type", "expect": "torch.nn.modules.linear:Linear"},
+        {"path": {**linear, "steps": [["attr", "training"]]}, "kind": "value", "expect": False},
+        {"path": {**linear, "steps": [["getattr", "forward"]]}, "kind": "absent", "expect": "method"},
+        {"path": {**linear, "steps": [["attr", "_forward_hooks"]]}, "kind": "keys", "expect": {"list": []}},
+        {"path": {**linear, "steps": [["child", "0"]]}, "kind": "same", "expect": linear},
+    ]
+    state = Manifest.from_dict(raw, "x").entries["pkg.mod:fn"].variants[0].state
+    assert [p.label() for (p,) in state.weight_paths()] == ["pkg.mod.LINEAR.weight"]
+    got = {(state.path(i).label(), c.kind, str(c.expect)) for i, c in state.checks() if c.kind != "weight"}
+    root = state.nodes.index(next(n for n in state.nodes if n.step == "global"))
+    assert got == {
+        (label, kind, str(expect))
+        for label, kind, expect in [
+            ("pkg.mod.LINEAR", "type", "torch.nn.modules.linear:Linear"),
+            ("pkg.mod.LINEAR.training", "eq", False),
+            ("pkg.mod.LINEAR.__dict__", "lacks", "forward"),
+            ("pkg.mod.LINEAR._forward_hooks", "keys", {"list": []}),
+            ("pkg.mod.LINEAR.0", "same", root),
+        ]
+    }
 
 
 def test_extra_fields_are_ignored() -> None:

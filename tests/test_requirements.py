@@ -50,7 +50,7 @@ def test_prerelease_release_is_accepted_by_a_range() -> None:
     assert out[-1] == "torch==2.14.0.dev20260101"
 
 
-@pytest.mark.parametrize("listed", ["aot-build>=0.3", "aot_build>=0.3.0", "AOT-Build==0.3.0"])
+@pytest.mark.parametrize("listed", ["aot-build>=0.4", "aot_build>=0.4.0", "AOT-Build==0.4.0"])
 def test_shim_not_added_when_listed(listed: str) -> None:
     out = pin_torch([listed, "torch"], "2.13.0", "x")
     assert out == [listed, "torch==2.13.0"]
@@ -96,8 +96,8 @@ def test_supply_refuses_an_aot_build_too_old_to_read_the_manifest() -> None:
     "deps",
     [
         ["torch==2.13.0", SHIM],
-        ["numpy", "torch==2.13.0", "aot-build>=0.3.0,<1", "torch>=2; sys_platform == 'darwin'"],
-        ["TORCH==2.13.0", "aot_build==0.3.0"],
+        ["numpy", "torch==2.13.0", "aot-build>=0.4.0,<1", "torch>=2; sys_platform == 'darwin'"],
+        ["TORCH==2.13.0", "aot_build==0.4.0"],
     ],
 )
 def test_static_dependencies_accepted(deps: list[str]) -> None:
@@ -107,11 +107,11 @@ def test_static_dependencies_accepted(deps: list[str]) -> None:
 @pytest.mark.parametrize(
     ("deps", "why", "line"),
     [
-        ([], "", 'dependencies = ["torch==2.13.0", "aot-build>=0.3.0"]'),
-        (["numpy>=2"], "", 'dependencies = ["numpy>=2", "torch==2.13.0", "aot-build>=0.3.0"]'),
+        ([], "", 'dependencies = ["torch==2.13.0", "aot-build>=0.4.0"]'),
+        (["numpy>=2"], "", 'dependencies = ["numpy>=2", "torch==2.13.0", "aot-build>=0.4.0"]'),
         (["torch>=2", SHIM], "'torch>=2' is not the exact pin", "must pin torch==2.13.0 ("),
-        (["torch==2.13.0", "aot-build"], "'aot-build' allows aot-build 0.1.0", "must pin aot-build>=0.3.0 ("),
-        (["torch==2.13.*", SHIM], "not the exact pin", '= ["torch==2.13.0", "aot-build>=0.3.0"]'),
+        (["torch==2.13.0", "aot-build"], "'aot-build' allows aot-build 0.1.0", "must pin aot-build>=0.4.0 ("),
+        (["torch==2.13.*", SHIM], "not the exact pin", '= ["torch==2.13.0", "aot-build>=0.4.0"]'),
         (["torch; python_version>='3'", SHIM], "", "must pin torch==2.13.0:"),
     ],
 )

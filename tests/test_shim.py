@@ -116,11 +116,12 @@ def test_manifest_describes_the_entry(compiled: Compiled) -> None:
     assert x_leaf.tensor.layout == "contiguous"
     assert k_leaf.tensor is None and k_leaf.value == 3
     assert variant.labels == ("x", "k")
-    weights = {w.paths[0].label() for w in variant.weights}
+    weights = {paths[0].label() for paths in variant.state.weight_paths()}
     assert weights == {"shim_pkg.ops.SCALE", "shim_pkg.ops.LINEAR.weight", "shim_pkg.ops.LINEAR.bias"}
-    guards = {(g.path.label(), g.kind) for g in variant.guards}
+    guards = {(variant.state.path(i).label(), c.kind) for i, c in variant.state.checks()}
     assert ("shim_pkg.ops.LINEAR", "type") in guards
-    assert ("shim_pkg.ops.LINEAR._forward_hooks", "keys") in guards
+    assert ("shim_pkg.ops.LINEAR._forward_hooks", "len") in guards
+    assert ("type(shim_pkg.ops.LINEAR).forward", "id") in guards  # the class's method, too
     assert variant.embedded_constants == ()  # every tensor it reads is lifted
     assert [a.target for a in variant.artifacts] == list(CPU_TARGETS)
     assert all(a.device == "cpu" and a.rule == "aoti" for a in variant.artifacts)
@@ -632,7 +633,8 @@ def test_inspect_a_package_folder(compiled: Compiled) -> None:
     info = json.loads(inspect_command(str(compiled.root), as_json=True))
     assert info["host_cpu_targets"] == list(host_cpu_targets())
     (pkg,) = info["packages"]
-    assert pkg["package"] == PKG and pkg["files"] == 6  # two entries, three targets
+    # two entries x three targets, the guard evaluator, the two entries' records
+    assert pkg["package"] == PKG and pkg["files"] == 6 + 1 + 2 and pkg["guard_evaluator"].endswith(".so")
     entry, _energy = pkg["entries"]
     assert entry["entry"] == KEY
     assert entry["inputs"] == [{"name": "x", "dims": [4, 8], "dtype": "float32"}, {"name": "k", "value": 3}]

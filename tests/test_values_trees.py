@@ -12,8 +12,7 @@ import pytest
 import torch
 from torch.utils import _pytree as pytree
 
-from aot_build import paths, trees, values
-from aot_build.manifest import ObjPath
+from aot_build import trees, values
 
 
 class Color(enum.Enum):
@@ -97,27 +96,3 @@ def test_local_types_cannot_be_stored() -> None:
     _, spec = pytree.tree_flatten(Local(1))
     with pytest.raises(trees.TreeError, match="defined locally"):
         trees.encode(spec, "output")
-
-
-class Obj:
-    def __init__(self) -> None:
-        self.items = [torch.zeros(1)]
-        self.mod = torch.nn.Linear(2, 2)
-
-
-OBJ = Obj()
-
-
-def test_paths_resolve_and_assign() -> None:
-    root = ObjPath(("global", __name__, "OBJ"))
-    weight = root.child("attr", "mod").child("param", "weight")
-    assert paths.resolve(weight) is OBJ.mod.weight
-    assert weight.label() == f"{__name__}.OBJ.mod.weight"
-    other = torch.ones(2, 2)
-    restore = paths.assign(weight, other)
-    assert OBJ.mod.weight is other
-    restore()
-    assert paths.resolve(root.child("attr", "items").child("item", 0)) is OBJ.items[0]
-    with pytest.raises(paths.PathError, match="no 'nope'"):
-        paths.resolve(root.child("attr", "nope"))
-    assert ObjPath.from_json(weight.to_json()) == weight

@@ -94,7 +94,7 @@ def test_namespace_wheels_keep_their_artifacts_apart(ns_wheels: dict[str, BuiltD
 
 def test_dynamic_dependencies_get_the_pins(ns_wheels: dict[str, BuiltDists]) -> None:
     _, requires = wheel_metadata(ns_wheels["beta"].wheel)
-    assert requires == ["aot-build>=0.3.0", "torch==2.13.0"]
+    assert requires == ["aot-build>=0.4.0", "torch==2.13.0"]
     assert "overwritten" not in ns_wheels["beta"].log
 
 

@@ -28,12 +28,12 @@ from ..constants import ARTIFACT_DIR, MANIFEST_NAME, RULE_AOTI
 from ..decorate import AotEntry
 from ..discover import discover_entries
 from ..errors import AotBuildError, CompileError, compile_failure
+from ..guards import native
 from ..manifest import Entry, Manifest, Variant
 from ..names import package_root
 from ..rules import Built
 from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
 from .cache import BuildCache
-from .guards import plan, summary
 from .inputs import InputSet, input_sets, pinned_copies
 from .joint import JointPrograms, export_joint
 from .lifting import constant_tensors
@@ -138,6 +138,14 @@ def _artifact_folder(staging: Path, package: str) -> Path:
     return staging.joinpath(*package.split(".")) / ARTIFACT_DIR
 
 
+def evaluator_unit(out_dir: Path) -> Built:
+    """The guard evaluator every package of the build ships (:mod:`aot_build.guards.native`)."""
+    try:
+        return native.build_unit(out_dir)
+    except native.EvaluatorBuildError as exc:
+        raise CompileError(str(exc)) from exc
+
+
 def check_toolchain(strip: bool) -> None:
     """Fail before any export when the C++ compiler AOTInductor uses is missing (every entry
     would fail the same way, minutes later); note a missing ``strip``."""
@@ -219,7 +227,7 @@ class _Compiler:
         top = package_root(fn.__module__)
         live = _live_storages()
         try:
-            traced = trace(fn, iset, top, device, where)
+            traced = trace(fn, iset, device, where)
         except CompileError:
             raise
         except Exception as exc:
@@ -247,17 +255,11 @@ class _Compiler:
                 f"{tuple(consts[k].shape)} {dtype_name(consts[k].dtype)}" for k in outside[:8]
             )
             more = f" and {len(outside) - 8} more" if len(outside) > 8 else ""
-            routes = sorted(set(traced.recording.pathless))
-            hint = (
-                f" It read package objects through routes aot_build cannot follow: {', '.join(routes[:8])}."
-                if routes
-                else ""
-            )
             raise CompileError(
-                f"{where}: reads {len(outside)} tensor(s) that exist outside the function but not in "
-                f"package {top!r}'s state ({listing}{more}): a closure variable, a default argument, "
-                f"or another package's global.{hint} AOTInductor would bake their build-time values "
-                "into the artifact, and later changes would silently be ignored.\n  "
+                f"{where}: reads {len(outside)} tensor(s) that exist outside the function ({listing}"
+                f"{more}) by a route the guard trace did not see (torch.export read them, Dynamo did "
+                "not). AOTInductor would bake their build-time values into the artifact, and later "
+                "changes would silently be ignored.\n  "
                 f"reach each such tensor from a module global of {top!r} (directly, or as an "
                 "attribute of a module or object held there), or pass it to the function as an argument"
             )
@@ -357,15 +359,14 @@ class _Compiler:
         shapes = read_shapes(traced.ep, iset)
         arg_leaves, in_spec = pytree.tree_flatten(iset.args)
         leaves = input_leaves(arg_leaves, shapes, iset, here)
-        guards, weights = plan(traced.recording, traced.lifted, traced.weight_ids, here)
+        state = traced.state_tree()
         variant = Variant(
             inputs=trees.encode(in_spec, "arguments"),
             leaves=leaves,
             outputs=traced.outputs.tree,
             out_leaves=tuple(traced.outputs.leaves),
             symbols=shapes.symbols(),
-            weights=tuple(weights),
-            guards=tuple(guards),
+            state=state,
             embedded_constants=tuple(traced.embedded),
             artifacts=(),
             input_set=iset.index,
@@ -373,7 +374,7 @@ class _Compiler:
             labels=tuple(iset.labels),
             training=training,
         )
-        say(f"{entry.key} ({variant.signature()}): {summary(guards, weights)}")
+        say(f"{entry.key} ({variant.signature()}): {state.summary()}")
         return variant, programs, shapes
 
     def rule_of(self, entry: AotEntry, where: str) -> str:
@@ -538,7 +539,8 @@ class _Compiler:
             libs = work / "libs"
             libs.mkdir()
             compiled = self.compile_all(tasks_of(exported, targets), libs, work)
-            manifests = assemble(exported, compiled, targets, self.header())
+            evaluator = evaluator_unit(libs) if exported else None
+            manifests = assemble(exported, compiled, targets, self.header(), evaluator)
             for top in sorted(tops - set(manifests)):
                 manifests[top] = replace(self.header(), package=top)
             total = 0

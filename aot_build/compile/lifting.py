@@ -1,12 +1,13 @@
-"""Weights: tensors an entry reads from package state, passed to the artifact as inputs.
+"""Weights: tensors an entry reads from outside its arguments, passed to the artifact as inputs.
 
 AOTInductor bakes every tensor a traced function reads into the library as a constant. A
 shipped artifact that computed with build-time weights after the user loads a checkpoint
 would be a silent wrong answer, so every tensor the trace reads from a module global, an
-``nn.Module`` (parameters, buffers, plain tensor attributes), a config or pipeline object,
-or the instance of a method entry becomes an input of the artifact, read by the same path
-on every call. A tensor read through several paths (tied weights, a re-exported global) is
-one input, and the shim checks that every path still leads to it.
+``nn.Module`` (parameters, buffers, plain tensor attributes), a config or pipeline object, a
+closure cell, or the instance of a method entry (every tensor Dynamo's guards name, see
+:mod:`aot_build.guards.capture`) becomes an input of the artifact, read by the same path.
+A tensor read through several paths (tied weights, a re-exported global) is one input, and
+the shim checks that every path still leads to it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from typing import Any
 
 import torch
 
-from ..manifest import ObjPath
-from ..paths import assign
+from ..guards.paths import ObjPath, assign
 
 
 @dataclass
@@ -47,13 +47,16 @@ class Lifted:
         return i
 
     @contextlib.contextmanager
-    def bound(self, substitutes: tuple[torch.Tensor, ...], self_obj: Any = None) -> Iterator[None]:
-        """While tracing: every path of weight ``i`` holds ``substitutes[i]``."""
+    def bound(
+        self, substitutes: tuple[torch.Tensor, ...], self_obj: Any = None, fn: Any = None
+    ) -> Iterator[None]:
+        """While tracing: every path of weight ``i`` holds ``substitutes[i]`` (``fn``: the entry
+        function, whose closure cells are closure roots)."""
         undo = []
         try:
             for paths, sub in zip(self.paths, substitutes, strict=True):
                 for path in paths:
-                    undo.append(assign(path, sub, self_obj))
+                    undo.append(assign(path, sub, self_obj, fn))
             yield
         finally:
             for restore in reversed(undo):

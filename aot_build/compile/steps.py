@@ -17,7 +17,15 @@ from ..discover import discover_entries, list_modules
 from ..errors import CompileError
 from ..names import package_root
 from ..settings import Settings, load_settings
-from .driver import Job, _artifact_folder, _Compiler, check_toolchain, manifest_header, parse_targets
+from .driver import (
+    Job,
+    _artifact_folder,
+    _Compiler,
+    check_toolchain,
+    evaluator_unit,
+    manifest_header,
+    parse_targets,
+)
 from .pool import Options, compile_here
 from .units import ExportedEntry, assemble, read_compiled, tasks_of, write_compiled
 
@@ -103,8 +111,14 @@ def assemble_folders(
         for c in read_compiled(d):
             compiled.append(c)
             where[c.file] = d
+    out.mkdir(parents=True, exist_ok=True)
+    evaluator = evaluator_unit(out) if exported else None
+    if evaluator is not None:
+        where[evaluator.path.name] = out
     try:
-        manifests = assemble(exported, compiled, parse_targets(targets, "--targets"), manifest_header([]))
+        manifests = assemble(
+            exported, compiled, parse_targets(targets, "--targets"), manifest_header([]), evaluator
+        )
     except KeyError as exc:
         raise CompileError(
             f"no compiled library for program {exc.args[0][0]} and target {exc.args[0][1]}: "
@@ -116,3 +130,5 @@ def assemble_folders(
         for name in manifest.files:
             shutil.copyfile(where[name] / name, folder / name)
         manifest.write(folder / MANIFEST_NAME)
+    if evaluator is not None:
+        evaluator.path.unlink()

@@ -1,11 +1,11 @@
-"""Trace one variant of an entry with torch.export, its weights lifted to inputs, while
-recording what it reads (record.py).
+"""Trace one variant of an entry: its reads of Python state with torch.compile's tracer, then
+its computation with torch.export, its weights lifted to inputs.
 
-First the entry runs eagerly on the example under the recorder: every pre-existing tensor it
-reads from package state is a weight, lifted by the path it was read through. Then
-torch.export traces it with those weights substituted by the export's own inputs; a tensor
-the export reads that was not lifted yet (a branch only export takes) is lifted too, and the
-export runs again. The last export's recording is what the artifact depends on.
+First the entry runs eagerly on the example (a function that fails as plain Python gets a plain
+error). Then Dynamo traces it (:mod:`aot_build.guards.capture`): every read of state beyond
+the arguments becomes a guard, every tensor read from outside the arguments a weight, by the
+path it was read through. Then torch.export traces it with those weights substituted by the
+export's own inputs.
 
 The traced module returns only tensors (and sizes), so AOTInductor compiles it; plain values
 in the output, outputs that are the caller's own arguments or weights, and the output's
@@ -24,14 +24,16 @@ from torch.utils import _pytree as pytree
 
 from .. import trees
 from ..errors import CompileError
-from ..manifest import ObjPath, OutLeaf
+from ..guards.capture import Captured, capture
+from ..guards.checks import Check
+from ..guards.tree import StateTree
+from ..manifest import OutLeaf
 from ..values import Unencodable, encode
 from .inputs import InputSet
 from .lifting import Lifted
-from .record import Recorder, Recording
+from .specs import tensor_spec
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
-_MAX_EXPORTS = 3
 
 
 @dataclass
@@ -46,10 +48,18 @@ class Outputs:
 class Traced:
     ep: torch.export.ExportedProgram
     lifted: Lifted
-    recording: Recording
+    captured: Captured
     outputs: Outputs
-    weight_ids: dict[int, int]
     embedded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def state_tree(self) -> StateTree:
+        """The variant's guard tree: the captured guards, and each lifted weight at its paths."""
+        builder = self.captured.builder
+        builder.weights = [tensor_spec(t) for t in self.lifted.tensors]
+        for i, paths in enumerate(self.lifted.paths):
+            for path in paths:
+                builder.add(path, Check("weight", i))
+        return builder.tree()
 
 
 def _register_dataclasses(value: Any) -> None:
@@ -112,21 +122,19 @@ def split_outputs(
 
 
 class _Traced(torch.nn.Module):
-    """Calls the entry with the lifted weights substituted at their paths, under the
-    recorder; returns the tensors of the result."""
+    """Calls the entry with the lifted weights substituted at their paths; returns the tensors
+    of the result."""
 
     def __init__(
         self,
-        call: Callable[[tuple[Any, ...]], Any],
+        fn: Callable[..., Any],
         lifted: Lifted,
-        recorder: Recorder,
         self_obj: Any,
         where: str,
     ) -> None:
         super().__init__()
-        self._call = call
+        self._fn = fn
         self._lifted = lifted
-        self._recorder = recorder
         # a plain tuple: assigned directly, an nn.Module would become this module's child and
         # export would treat its parameters as this module's own
         self._self_obj = (self_obj,)
@@ -135,76 +143,47 @@ class _Traced(torch.nn.Module):
         self.result = _Result()
 
     def forward(self, args: tuple[Any, ...], weights: tuple[torch.Tensor, ...]) -> Any:
-        self.result.weight_ids = {id(w): i for i, w in enumerate(weights)}
-        with self._lifted.bound(weights, self._self_obj[0]), self._recorder.watching() as rec:
-            out = self._call(args)
-        self.result.recording = rec
+        self_obj = self._self_obj[0]
+        with self._lifted.bound(weights, self_obj, self._fn):
+            out = self._fn(self_obj, *args) if self_obj is not None else self._fn(*args)
         keep, self.result.outputs = split_outputs(out, pytree.tree_leaves(args), weights, self._where)
         return tuple(keep)
 
 
 class _Result:
     def __init__(self) -> None:
-        self.recording = Recording()
         self.outputs: Outputs | None = None
-        self.weight_ids: dict[int, int] = {}
 
 
 def _to(device: str, value: Any) -> Any:
     return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
 
 
-def unlifted_reads(
-    rec: Recording, recorder: Recorder, weight_ids: dict[int, int]
-) -> list[tuple[ObjPath, torch.Tensor]]:
-    """Pre-existing package tensors the run read that are not weights yet."""
-    return [
-        (path, value)
-        for path, value in rec.reads.items()
-        if isinstance(value, torch.Tensor) and id(value) not in weight_ids and id(value) in recorder.known
-    ]
-
-
-def trace(fn: Callable[..., Any], iset: InputSet, package: str, device: str, where: str) -> Traced:
-    """Export ``fn`` on ``iset`` for ``device``; see the module docstring."""
+def trace(fn: Callable[..., Any], iset: InputSet, device: str, where: str) -> Traced:
+    """Capture and export ``fn`` on ``iset`` for ``device``; see the module docstring."""
     self_obj = iset.self_obj
-    roots = [(ObjPath(("self",)), self_obj)] if self_obj is not None else []
-    recorder = Recorder(package, roots)
-
-    def call(args: tuple[Any, ...]) -> Any:
-        return fn(self_obj, *args) if self_obj is not None else fn(*args)
-
-    lifted = Lifted()
     try:
-        with torch.no_grad(), recorder.watching() as rec:
-            eager = call(iset.args)
+        with torch.no_grad():
+            eager = fn(self_obj, *iset.args) if self_obj is not None else fn(*iset.args)
     except Exception as exc:
         raise CompileError(
             f"{where}: the function raised {type(exc).__name__} when run on example_inputs: {exc}\n  "
             "fix the function or example_inputs so that it runs as plain Python first"
         ) from exc
     _register_dataclasses(eager)
-    for path, tensor in unlifted_reads(rec, recorder, {}):
-        lifted.add(path, tensor)
-    for _ in range(_MAX_EXPORTS):
-        traced = _Traced(call, lifted, recorder, self_obj, where)
-        args = _to(device, iset.args)
-        weights = tuple(t.detach().to(device) for t in lifted.tensors)
-        ep = torch.export.export(
-            traced,
-            (args, weights),
-            dynamic_shapes=(iset.export_spec(), (None,) * len(weights)),
-            strict=False,
-        )
-        result = traced.result
-        new = unlifted_reads(result.recording, recorder, result.weight_ids)
-        if not new:
-            assert result.outputs is not None
-            for path, value in result.recording.reads.items():
-                i = result.weight_ids.get(id(value))
-                if i is not None:
-                    lifted.add(path, lifted.tensors[i])
-            return Traced(ep, lifted, result.recording, result.outputs, result.weight_ids)
-        for path, tensor in new:
+    captured = capture(fn, self_obj, iset.args, where)
+    lifted = Lifted()
+    for paths, tensor in captured.weights:
+        for path in paths:
             lifted.add(path, tensor)
-    raise CompileError(f"{where}: torch.export kept reading new package tensors after {_MAX_EXPORTS} exports")
+    traced = _Traced(fn, lifted, self_obj, where)
+    args = _to(device, iset.args)
+    weights = tuple(t.detach().to(device) for t in lifted.tensors)
+    ep = torch.export.export(
+        traced,
+        (args, weights),
+        dynamic_shapes=(iset.export_spec(), (None,) * len(weights)),
+        strict=False,
+    )
+    assert traced.result.outputs is not None
+    return Traced(ep, lifted, captured, traced.result.outputs)

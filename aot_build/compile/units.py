@@ -205,15 +205,20 @@ def assemble(
     compiled: list[Compiled],
     targets: list[Target],
     header: Manifest,
+    evaluator: Built | None = None,
 ) -> dict[str, Manifest]:
     """Each package's manifest: the exported records with their artifacts filled in from
-    ``compiled``, entries and files in sorted order. ``header`` gives the build-wide fields."""
+    ``compiled``, entries and files in sorted order. ``header`` gives the build-wide fields;
+    ``evaluator``: the compiled guard evaluator every package ships."""
     by_unit = {(c.program, c.target, c.rule): c for c in compiled}
     manifests: dict[str, Manifest] = {}
     for ex in sorted(exported, key=lambda e: e.key):
         m = manifests.get(ex.package)
         if m is None:
             m = manifests[ex.package] = replace(header, package=ex.package, entries={}, files={})
+            if evaluator is not None:
+                m.evaluator = evaluator.path.name
+                m.files[m.evaluator] = FileRecord(evaluator.sha256, evaluator.size)
         variants = []
         for variant, programs in zip(ex.entry.variants, ex.programs, strict=True):
             artifacts = []

@@ -12,6 +12,7 @@ from ..constants import ARTIFACT_DIR, MANIFEST_NAME
 from ..manifest import Manifest
 
 _MANIFESTS: dict[str, Manifest | None] = {}
+_EVALUATORS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -34,6 +35,31 @@ def manifest_for(package: str) -> Manifest | None:
             d = artifact_dir(package)
             _MANIFESTS[package] = Manifest.read(d / MANIFEST_NAME, lazy=True) if d else None
         return _MANIFESTS[package]
+
+
+def evaluator_for(package: str, manifest: Manifest) -> Any:
+    """The package's compiled guard evaluator (loaded once, after checking its hash), or None
+    when it ships none or it cannot be loaded here: guards are then checked in Python."""
+    with _LOCK:
+        if package not in _EVALUATORS:
+            _EVALUATORS[package] = _load_evaluator(package, manifest)
+        return _EVALUATORS[package]
+
+
+def _load_evaluator(package: str, manifest: Manifest) -> Any:
+    folder = artifact_dir(package)
+    record = manifest.files.get(manifest.evaluator) if manifest.evaluator else None
+    if folder is None or record is None:
+        return None
+    path = folder / manifest.evaluator
+    if verify(path, record.sha256) is not None:
+        return None
+    from ..guards import native
+
+    try:
+        return native.load(path)
+    except ImportError:
+        return None
 
 
 def verify(path: Path, sha256: str) -> str | None:

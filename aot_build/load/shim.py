@@ -28,14 +28,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import paths, rules, trees, values
+from .. import rules, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
+from ..guards.bound import BindError, BoundState
+from ..guards.weights import Held, WeightCache
 from ..manifest import Artifact, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
-from .artifacts import artifact_dir, manifest_for, verify
-from .checks import EXCEPTION, WEIGHTS_CHANGED, Check, CheckBuilder, RefusingCheck, first_problem
+from .artifacts import artifact_dir, evaluator_for, manifest_for, verify
+from .checks import EXCEPTION, Check, CheckBuilder, RefusingCheck
 
 if TYPE_CHECKING:
     from ..decorate import AotEntry
@@ -178,12 +180,19 @@ class _VariantRunner:
     """One compiled variant: its check, its libraries, and how to build the result."""
 
     def __init__(
-        self, variant: Variant, folder: Path, manifest: Manifest, size_one: frozenset[str], function: Any
+        self,
+        variant: Variant,
+        folder: Path,
+        manifest: Manifest,
+        size_one: frozenset[str],
+        function: Any,
+        native: Any = None,
     ) -> None:
         self.variant = variant
         self.folder = folder
         self.manifest = manifest
         self.function = function
+        self.native = native
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
         #: A training entry's artifacts by (target, role): "forward", "backward".
         self.by_role: dict[tuple[str, str], Artifact] = {}
@@ -206,6 +215,52 @@ class _VariantRunner:
         )
         self.cpu_pick: Artifact | Miss | None = None
         self.cpu_runner: Any = None
+
+    @functools.cached_property
+    def state(self) -> BoundState | Miss:
+        """The guard tree bound in this process, on first use (a tree that cannot be bound
+        makes every call fall back, with the reason)."""
+        try:
+            return BoundState(self.variant.state, self.function, self.native)
+        except (BindError, ValueError, TypeError) as exc:
+            return Miss("manifest", f"cannot bind its guards: {exc}", "guards")
+
+    @functools.cached_property
+    def weights(self) -> WeightCache:
+        state = self.state
+        assert isinstance(state, BoundState)
+        labels = [paths[0].label() for paths in state.weight_paths()]
+        return WeightCache(self.variant.state.weights, labels, state.gather)
+
+    def state_check(self, self_obj: Any) -> Held | Miss:
+        """Every guard on package state, and the weights to pass: held ones while their paths
+        still lead to them, read again when one was replaced."""
+        state = self.state
+        if isinstance(state, Miss):
+            return state
+        cache = self.weights
+        held = cache.get(self_obj)
+        # weights not read yet fail their first weight check: every other check comes first
+        code = state.check(self_obj, held.tensors if held is not None else ())
+        if code != -1 and state.is_weight(code):
+            fresh = cache.read(self_obj)
+            if isinstance(fresh, str):
+                return Miss("weights", fresh, fresh.split(" is ")[0])
+            held = fresh
+            code = state.check(self_obj, held.tensors)
+        if code != -1:
+            detail = state.explain(code, self_obj)
+            return Miss("state", detail, detail)
+        if held is None:  # no weights at all
+            fresh = cache.read(self_obj)
+            assert not isinstance(fresh, str)
+            held = fresh
+        if not held.metadata.check(*held.tensors):  # converted in place (.half(), .data = ...)
+            fresh = cache.read(self_obj)
+            if isinstance(fresh, str):
+                return Miss("weights", fresh, fresh.split(" is ")[0])
+            held = fresh
+        return held
 
     @functools.cached_property
     def check(self) -> Check | RefusingCheck:
@@ -316,8 +371,7 @@ class _VariantRunner:
         """What failed check ``code`` means for this call. Warnings are given once per key:
         per check for arguments (sizes vary from call to call), per change for package state."""
         if code == EXCEPTION:
-            detail = _explain_exception(self.variant, self_obj)
-            return Miss("state", detail, detail)
+            return Miss("inputs", "the arguments could not be checked (an exception while reading them)")
         f = self.check.failures[code]
         try:
             detail = f.explain(self_obj, leaves)
@@ -326,15 +380,21 @@ class _VariantRunner:
         return Miss(f.reason, detail, detail if f.reason == "state" else f.key)
 
     def run(
-        self, r: tuple[Any, ...], leaves: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        r: tuple[Any, ...],
+        held: Held,
+        leaves: tuple[Any, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
     ) -> Any:
-        """The result of a call whose check gave ``r``; ``args``/``kwargs`` as the caller
-        passed them (for CALL rules)."""
+        """The result of a call whose argument check gave ``r`` and whose weights are ``held``;
+        ``args``/``kwargs`` as the caller passed them (for CALL rules)."""
         device = r[0].device if self.n_tensors and not r[0].is_cpu else _CPU
+        r = r + held.tensors
         grad = False
         if self.trains:
             grad = _is_grad_enabled() and any(type(t) in _TENSOR_TYPES and t.requires_grad for t in r)
-        elif self.check.weights_need_grad and _is_grad_enabled():
+        elif held.need_grad and _is_grad_enabled():
             raise Miss("autograd", _AUTOGRAD_WEIGHTS)
         if grad:
             runner = self.trainer(device)
@@ -377,19 +437,6 @@ _AUTOGRAD_WEIGHTS = (
     "weights require grad and grad mode is on; artifacts are inference-only: call under "
     "torch.no_grad()/torch.inference_mode() or requires_grad_(False) the weights"
 )
-
-
-def _explain_exception(variant: Variant, self_obj: Any) -> str:
-    problem = first_problem(variant.guards, self_obj)
-    if problem:
-        return problem
-    for w in variant.weights:
-        for p in w.paths:
-            try:
-                paths.resolve(p, self_obj)
-            except LookupError as exc:
-                return f"weight {p.label()} no longer exists ({exc})"
-    return "package state differs from what was compiled (a guarded object changed type)"
 
 
 def bind(entry: AotEntry) -> Callable[..., Any]:
@@ -446,7 +493,8 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         for v in record.variants:
             size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.pinned)
         variants = [
-            _VariantRunner(v, folder, manifest, size_one[v.input_set], fn) for v in record.variants
+            _VariantRunner(v, folder, manifest, size_one[v.input_set], fn, evaluator_for(top, manifest))
+            for v in record.variants
         ]
     except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash
         return always("manifest", f"cannot use its manifest record: {type(exc).__name__}: {exc}")
@@ -549,15 +597,14 @@ class _Bound:
         first: tuple[int, _VariantRunner] | None = None
         for v in candidates:
             r = v.check.fast(self_obj, *leaves)
-            if r == WEIGHTS_CHANGED:
-                r = v.check.weights_changed(self_obj, leaves)
-                if isinstance(r, str):
-                    return self.fallback(Miss("weights", r, r.split(" is ")[0]), args, kwargs)
             if type(r) is int:
                 first = first or (r, v)  # the dynamic variant's failure explains best
                 continue
+            held = v.state_check(self_obj)
+            if isinstance(held, Miss):
+                return self.fallback(held, args, kwargs)
             try:
-                return v.run(r, leaves, args, kwargs)
+                return v.run(r, held, leaves, args, kwargs)
             except Miss as miss:
                 return self.fallback(miss, args, kwargs)
         assert first is not None

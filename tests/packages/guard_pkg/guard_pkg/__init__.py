@@ -1,1 +1,1 @@
-"""State read by functions, for the recorder and check tests (imported in-process)."""
+"""State read by plain functions, for the guard tests (imported in-process, never built)."""

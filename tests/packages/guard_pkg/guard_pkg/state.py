@@ -1,37 +1,218 @@
+"""One function per kind of state a library author's code reads; tests/test_guards.py changes
+each after "import" and checks that the guard tree notices."""
+
+import collections
+import enum
+import functools
+import os
+import types
+
+import numpy as np
 import torch
 from torch import nn
 
 from . import helpers
 from .helpers import SCALE
 
-TEMP = 2.0
-NAMES = ("a", "b")
+
+# -- closures: a factory-made helper whose cell changes through nonlocal
+def make_scaler(z: float) -> tuple[object, object]:
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return x * z
+
+    def set_z(v: float) -> None:
+        nonlocal z
+        z = v
+
+    return scale, set_z
 
 
-class Config:
+SCALER, SET_Z = make_scaler(2.0)
+
+
+def closure(x: torch.Tensor) -> torch.Tensor:
+    return SCALER(x)
+
+
+# -- class attributes: through the class, through type(self), a constants class
+class Const:
+    K = 3.0
+
+
+class Gate(nn.Module):
+    BIAS = 0.5
+
     def __init__(self) -> None:
-        self.flag = True
-        self.size = 8
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.lin(x)) + type(self).BIAS
 
 
-class Holder:
-    def __init__(self) -> None:
-        self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1)).eval()
-        self.config = Config()
+GATE = Gate().eval()
 
 
-HOLDER = Holder()
-NET = HOLDER.net
-TIED = nn.Sequential(nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False))
-TIED[1].weight = TIED[0].weight
+def class_attribute(x: torch.Tensor) -> torch.Tensor:
+    return x * Const.K
 
 
-def reads_everything(x: torch.Tensor) -> torch.Tensor:
-    y = HOLDER.net(x) * TEMP
-    if HOLDER.config.flag and not hasattr(HOLDER.config, "missing"):
-        y = y + helpers.SCALE
-    return y * SCALE
+def module_call(x: torch.Tensor) -> torch.Tensor:
+    return GATE(x)
 
 
-def reads_tied(x: torch.Tensor) -> torch.Tensor:
-    return TIED(x)
+# -- attribute namespaces and dict-likes
+class AttrDict(dict):  # EasyDict-style: attribute reads served from the items
+    def __getattr__(self, key: str) -> object:
+        try:
+            return self[key]
+        except KeyError as exc:
+            raise AttributeError(key) from exc
+
+
+NS = types.SimpleNamespace(scale=1.5)
+CFG = AttrDict(shift=0.25)
+OD = collections.OrderedDict(gain=1.0)
+MIXED = {"net": nn.Linear(4, 4), "alpha": 0.5}
+FLAGS = {"clip"}
+
+
+def namespace(x: torch.Tensor) -> torch.Tensor:
+    return x * NS.scale
+
+
+def attr_dict(x: torch.Tensor) -> torch.Tensor:
+    return x + CFG.shift
+
+
+def ordered_dict(x: torch.Tensor) -> torch.Tensor:
+    return x * OD["gain"]
+
+
+def mixed_dict(x: torch.Tensor) -> torch.Tensor:
+    return MIXED["net"](x) * MIXED["alpha"]
+
+
+def flag_set(x: torch.Tensor) -> torch.Tensor:
+    return x.clamp(-1, 1) if "clip" in FLAGS else x
+
+
+# -- numpy
+NP_SCALE = np.float32(2.0)
+NP_TABLE = np.linspace(0.0, 1.0, 4, dtype=np.float32)
+NP_TENSOR = torch.from_numpy(NP_TABLE)  # shares the array's memory: a weight
+
+
+def numpy_scalar(x: torch.Tensor) -> torch.Tensor:
+    return x * NP_SCALE
+
+
+def numpy_array(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.from_numpy(NP_TABLE)
+
+
+def numpy_held_as_tensor(x: torch.Tensor) -> torch.Tensor:
+    return x + NP_TENSOR
+
+
+# -- registries of functions, partials, enums
+ACTS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu}
+CLAMP = functools.partial(torch.clamp, min=-1.0)
+
+
+class Mode(enum.Enum):
+    FAST = 1
+    EXACT = 2
+
+
+MODE = Mode.FAST
+
+
+def registry(x: torch.Tensor) -> torch.Tensor:
+    return ACTS["gelu"](x)
+
+
+def partial(x: torch.Tensor) -> torch.Tensor:
+    return CLAMP(x)
+
+
+def enum_flag(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if MODE is Mode.FAST else x
+
+
+# -- the environment
+def environment(x: torch.Tensor) -> torch.Tensor:
+    return x + 1 if os.environ.get("GUARD_PKG_SHIFT") == "1" else x
+
+
+# -- values computed once and cached
+CACHE_K = 4.0
+
+
+@functools.lru_cache
+def cached_helper(n: int) -> float:
+    return n * CACHE_K
+
+
+_LAZY: dict[int, float] = {}
+
+
+def lazy(k: int) -> float:
+    if k not in _LAZY:
+        _LAZY[k] = k * Const.K
+    return _LAZY[k]
+
+
+def cached(x: torch.Tensor) -> torch.Tensor:
+    return x * cached_helper(2)
+
+
+def lazily_filled(x: torch.Tensor) -> torch.Tensor:
+    return x * lazy(3)
+
+
+# -- globals of another module, tensors through two paths, helpers, hooks
+def other_module(x: torch.Tensor) -> torch.Tensor:
+    return x * helpers.FACTOR + helpers.SCALE * SCALE
+
+
+def plain_helper(x: torch.Tensor) -> torch.Tensor:
+    return _double(x)
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+# -- what cannot be carried to the user's machine (refused at build)
+COUNTER = {"calls": 0}
+
+
+def side_effect(x: torch.Tensor) -> torch.Tensor:
+    COUNTER["calls"] += 1
+    return x * 2
+
+
+class BadDict(dict):
+    __getattr__ = dict.__getitem__
+
+
+BAD_CFG = BadDict(scale=2.0)
+
+
+def dict_getattr(x: torch.Tensor) -> torch.Tensor:
+    return x * BAD_CFG.scale
+
+
+def _local_instance() -> object:
+    class Local:
+        scale = 2.0
+
+    return Local()
+
+
+LOCAL = _local_instance()
+
+
+def local_class(x: torch.Tensor) -> torch.Tensor:
+    return x * LOCAL.scale

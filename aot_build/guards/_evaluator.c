@@ -1,0 +1,854 @@
+/*
+ * aot_build's guard evaluator: the bound guard tree of one variant, checked on every call.
+ *
+ * The program is built in Python (aot_build/guards/bound.py): one instruction per node,
+ * (parent, op, key, ((code, opcode, const), ...)), nodes after their parents. check(self,
+ * weights) walks it exactly as BoundState.check_python does (the reference: same opcodes,
+ * same failure codes; "same" checks run after every node is read) and returns -1 when every
+ * check holds, else the failing check's code, or READ_FAILED + node when a node could not be
+ * read.
+ *
+ * Snapshot. After a full walk that passed, the evaluator records what made each node's object
+ * and each check's result what it was: the version tags of the dicts read (module globals,
+ * instance dicts, dict items), the version tags of the types whose attributes were looked up
+ * (a type's tag changes when it or a base class is modified), the instance-dict pointers, the
+ * `self` object and the weights tuple. Nodes whose reads no tag covers (data descriptors,
+ * closure cells, lists, weak references) and checks no tag covers (equality with a mutable
+ * value, the length of a list) are "volatile": re-read and re-checked on every call. On the next
+ * call, when every stamp still holds and every volatile node re-reads the same object, all
+ * checks hold without walking the tree; otherwise the evaluator walks it in full again.
+ * On CPython 3.13 and later every call walks the tree in full (see HAVE_DICT_TAGS).
+ *
+ * This file is compiled into each wheel by the build (aot_build/guards/native.py) against
+ * the Python it targets; it uses only CPython's C API.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* The snapshot relies on dict version tags and on attribute writes always going through an
+   object's dict once it has one: true of CPython 3.10 to 3.12. Later versions walk in full. */
+#if PY_VERSION_HEX < 0x030D0000
+#define HAVE_DICT_TAGS 1
+#define DICT_TAG(d) (((PyDictObject *)(d))->ma_version_tag)
+#else
+#define HAVE_DICT_TAGS 0
+#define DICT_TAG(d) 0
+#endif
+
+/* Node opcodes: aot_build/guards/bound.py */
+enum {
+    OP_REF = 0, OP_GLOBAL = 1, OP_SELF = 2, OP_CELL = 3,
+    OP_GETATTR = 10, OP_DICT = 11, OP_ITEM = 12, OP_INDEX = 13, OP_KEY = 14, OP_TYPE = 15,
+    OP_MRO = 16, OP_CLOSURE = 17, OP_CODE = 18, OP_DEFAULTS = 19, OP_KWDEFAULTS = 20, OP_CALL = 21,
+};
+/* Check opcodes: aot_build/guards/checks.py */
+enum {
+    CK_TYPE = 1, CK_ID = 2, CK_EQ = 3, CK_LEN = 4, CK_KEYS = 5, CK_HAS = 6, CK_LACKS = 7,
+    CK_HASATTR = 8, CK_SAME = 9, CK_NOTNONE = 10, CK_WEIGHT = 11,
+};
+#define READ_FAILED (1 << 24)
+
+typedef struct {
+    long code;
+    int op;
+    PyObject *c;       /* the bound constant (owned) */
+    Py_ssize_t index;  /* same: node; weight: weight index; len: n */
+    int hasattr_want;
+} Check;
+
+typedef struct {
+    Py_ssize_t parent;
+    int op;
+    PyObject *key;  /* owned; OP_GLOBAL: the module dict */
+    PyObject *aux;  /* owned; OP_GLOBAL: the name */
+    Py_ssize_t ncheck;
+    Check *checks;
+} Node;
+
+enum { ST_DICT = 1, ST_TYPE = 2, ST_DICTPTR = 3, ST_OBTYPE = 4 };
+
+typedef struct {
+    int kind;
+    PyObject *obj;      /* owned: the dict, type or object the stamp is about */
+    uint64_t tag;       /* ST_DICT, ST_TYPE */
+    PyObject *ptr;      /* ST_DICTPTR: the instance dict; ST_OBTYPE: the type (borrowed, obj owns it) */
+} Stamp;
+
+typedef struct {
+    Py_ssize_t node;
+    int reread;          /* re-read the node from its parent and compare with the recorded object */
+    Py_ssize_t ncheck;   /* checks to re-run on it */
+    Check **checks;
+} Volatile;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;
+    Node *nodes;
+    /* snapshot */
+    int have_snapshot;
+    int busy;
+    PyObject **objs;       /* owned: each node's object at the last passing walk */
+    PyObject *self_ref;    /* weak reference to that walk's self (or NULL: self was None) */
+    int self_none;
+    PyObject *weights;     /* owned: that walk's weights tuple */
+    Py_ssize_t nstamp, capstamp;
+    Stamp *stamps;
+    Py_ssize_t nvol, capvol;
+    Volatile *vols;
+    /* statistics (tests, benchmarks) */
+    long long full_walks, fast_hits;
+} Evaluator;
+
+static PyObject *str_keys, *str_mro, *str_closure, *str_code, *str_defaults, *str_kwdefaults, *str_getattribute;
+static PyObject *object_getattribute;
+
+/* ------------------------------------------------------------------ reading one node */
+
+static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *self_obj) {
+    switch (nd->op) {
+    case OP_REF:
+        Py_INCREF(nd->key);
+        return nd->key;
+    case OP_GLOBAL: {
+        PyObject *v = PyDict_GetItemWithError(nd->key, nd->aux);
+        if (v == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, nd->aux);
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    case OP_SELF:
+        Py_INCREF(self_obj);
+        return self_obj;
+    case OP_CELL: {
+        PyObject *v = PyCell_GET(nd->key);
+        if (v == NULL) {
+            PyErr_SetString(PyExc_ValueError, "empty cell");
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    case OP_GETATTR:
+        return PyObject_GetAttr(parent, nd->key);
+    case OP_DICT:
+        if (PyType_Check(parent)) {
+            PyObject *d = ((PyTypeObject *)parent)->tp_dict;
+            if (d == NULL) {
+                PyErr_SetString(PyExc_AttributeError, "type without a dict");
+                return NULL;
+            }
+            Py_INCREF(d);
+            return d;
+        }
+        return PyObject_GenericGetDict(parent, NULL);
+    case OP_ITEM: {
+        if (!PyDict_Check(parent)) {
+            PyErr_SetString(PyExc_TypeError, "not a dict");
+            return NULL;
+        }
+        PyObject *v = PyDict_GetItemWithError(parent, nd->key);
+        if (v == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, nd->key);
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    case OP_INDEX:
+        return PyObject_GetItem(parent, nd->key);
+    case OP_KEY: {
+        if (!PyDict_Check(parent)) {
+            PyErr_SetString(PyExc_TypeError, "not a dict");
+            return NULL;
+        }
+        Py_ssize_t want = PyLong_AsSsize_t(nd->key);
+        if (want < 0 && PyErr_Occurred()) return NULL;
+        if (PyDict_CheckExact(parent)) {
+            Py_ssize_t pos = 0, i = 0;
+            PyObject *k, *v;
+            while (PyDict_Next(parent, &pos, &k, &v)) {
+                if (i++ == want) {
+                    Py_INCREF(k);
+                    return k;
+                }
+            }
+            PyErr_SetString(PyExc_IndexError, "no such key position");
+            return NULL;
+        }
+        PyObject *keys = PyObject_CallMethodNoArgs(parent, str_keys);
+        if (keys == NULL) return NULL;
+        PyObject *list = PySequence_List(keys);
+        Py_DECREF(keys);
+        if (list == NULL) return NULL;
+        PyObject *k = NULL;
+        if (want < PyList_GET_SIZE(list)) {
+            k = PyList_GET_ITEM(list, want);
+            Py_INCREF(k);
+        } else {
+            PyErr_SetString(PyExc_IndexError, "no such key position");
+        }
+        Py_DECREF(list);
+        return k;
+    }
+    case OP_TYPE:
+        Py_INCREF(Py_TYPE(parent));
+        return (PyObject *)Py_TYPE(parent);
+    case OP_MRO:
+        return PyObject_GetAttr(parent, str_mro);
+    case OP_CLOSURE:
+        return PyObject_GetAttr(parent, str_closure);
+    case OP_CODE:
+        return PyObject_GetAttr(parent, str_code);
+    case OP_DEFAULTS:
+        return PyObject_GetAttr(parent, str_defaults);
+    case OP_KWDEFAULTS:
+        return PyObject_GetAttr(parent, str_kwdefaults);
+    case OP_CALL:
+        return PyObject_CallNoArgs(parent);
+    }
+    PyErr_SetString(PyExc_SystemError, "bad node opcode");
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ checks */
+
+/* values.same: equal, same types at every level of tuples, lists and dicts; NaN == NaN. */
+static int same(PyObject *a, PyObject *b) {
+    if (Py_TYPE(a) != Py_TYPE(b)) return 0;
+    if (a == b) return 1;
+    if (PyFloat_CheckExact(b)) {
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return x == y || (x != x && y != y);
+    }
+    if (PyTuple_CheckExact(b) || PyList_CheckExact(b)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(b);
+        if (PySequence_Fast_GET_SIZE(a) != n) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!same(PySequence_Fast_GET_ITEM(a, i), PySequence_Fast_GET_ITEM(b, i))) return 0;
+        }
+        return 1;
+    }
+    if (PyDict_CheckExact(b)) {
+        if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) return 0;
+        Py_ssize_t pa = 0, pb = 0;
+        PyObject *ka, *va, *kb, *vb;
+        while (PyDict_Next(b, &pb, &kb, &vb)) {
+            if (!PyDict_Next(a, &pa, &ka, &va)) return 0;
+            if (!same(ka, kb) || !same(va, vb)) return 0;
+        }
+        return 1;
+    }
+    int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return r;
+}
+
+static int dict_keys_are(PyObject *obj, PyObject *want) {
+    if (!PyDict_Check(obj)) return 0;
+    PyObject *keys;
+    if (PyDict_CheckExact(obj)) {
+        keys = PyDict_Keys(obj);
+    } else {
+        PyObject *view = PyObject_CallMethodNoArgs(obj, str_keys);
+        if (view == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        keys = PySequence_List(view);
+        Py_DECREF(view);
+    }
+    if (keys == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int r = same(keys, want);
+    Py_DECREF(keys);
+    return r;
+}
+
+static int run_check(Check *c, PyObject *obj, PyObject **objs, PyObject *weights) {
+    switch (c->op) {
+    case CK_TYPE:
+        return (PyObject *)Py_TYPE(obj) == c->c;
+    case CK_ID:
+        return obj == c->c;
+    case CK_EQ:
+        return same(obj, c->c);
+    case CK_LEN: {
+        Py_ssize_t n = PyObject_Length(obj);
+        if (n < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        return n == c->index;
+    }
+    case CK_KEYS:
+        return dict_keys_are(obj, c->c);
+    case CK_HAS:
+    case CK_LACKS: {
+        int r = PySequence_Contains(obj, c->c);
+        if (r < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        return c->op == CK_HAS ? r : !r;
+    }
+    case CK_HASATTR: {
+        PyObject *v = PyObject_GetAttr(obj, c->c);
+        int has = v != NULL;
+        Py_XDECREF(v);
+        if (!has) PyErr_Clear();
+        return has == c->hasattr_want;
+    }
+    case CK_SAME:
+        return obj == objs[c->index];
+    case CK_NOTNONE:
+        return obj != Py_None;
+    case CK_WEIGHT:
+        return PyTuple_Check(weights) && c->index < PyTuple_GET_SIZE(weights) &&
+               PyTuple_GET_ITEM(weights, c->index) == obj;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ snapshot */
+
+#if HAVE_DICT_TAGS
+
+static void clear_snapshot(Evaluator *ev) {
+    if (ev->objs != NULL) {
+        for (Py_ssize_t i = 0; i < ev->n; i++) Py_XDECREF(ev->objs[i]);
+        PyMem_Free(ev->objs);
+        ev->objs = NULL;
+    }
+    Py_CLEAR(ev->self_ref);
+    Py_CLEAR(ev->weights);
+    for (Py_ssize_t i = 0; i < ev->nstamp; i++) Py_XDECREF(ev->stamps[i].obj);
+    ev->nstamp = 0;
+    for (Py_ssize_t i = 0; i < ev->nvol; i++) PyMem_Free(ev->vols[i].checks);
+    ev->nvol = 0;
+    ev->have_snapshot = 0;
+}
+
+static int add_stamp(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObject *ptr) {
+    for (Py_ssize_t i = ev->nstamp - 1; i >= 0 && i >= ev->nstamp - 8; i--) {  /* recent duplicates */
+        Stamp *s = &ev->stamps[i];
+        if (s->kind == kind && s->obj == obj && s->tag == tag && s->ptr == ptr) return 0;
+    }
+    if (ev->nstamp == ev->capstamp) {
+        Py_ssize_t cap = ev->capstamp ? 2 * ev->capstamp : 64;
+        Stamp *s = PyMem_Realloc(ev->stamps, cap * sizeof(Stamp));
+        if (s == NULL) return -1;
+        ev->stamps = s;
+        ev->capstamp = cap;
+    }
+    Py_INCREF(obj);
+    ev->stamps[ev->nstamp++] = (Stamp){kind, obj, tag, ptr};
+    return 0;
+}
+
+/* The type's version tag, assigned if it has none yet; 0: none can be had (never stamped). */
+static uint64_t type_tag(PyTypeObject *tp) {
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        (void)_PyType_Lookup(tp, str_getattribute);  /* assigns a tag as it caches the lookup */
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+    return tp->tp_version_tag;
+}
+
+/* Whether getattr on objects of this type is the generic lookup (instance dict, then class),
+   so that the instance dict's tag and the type's tag determine its result. */
+static int generic_getattr(PyTypeObject *tp) {
+    if (tp->tp_getattro == PyObject_GenericGetAttr) return 1;
+    if (PyType_IsSubtype(tp, &PyModule_Type) && tp->tp_getattro == PyModule_Type.tp_getattro) return 1;
+    /* a Python class with __getattr__ (nn.Module): generic first, __getattr__ only on a miss */
+    PyObject *ga = _PyType_Lookup(tp, str_getattribute);
+    return ga != NULL && ga == object_getattribute;
+}
+
+/* Stamps that fix obj's attribute `name` (getattr, hasattr): 1 stamped, 0 volatile, -1 error. */
+static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
+    if (PyType_Check(obj)) {
+        PyTypeObject *tp = (PyTypeObject *)obj, *meta = Py_TYPE(obj);
+        uint64_t t1 = type_tag(tp), t2 = type_tag(meta);
+        if (t1 == 0 || t2 == 0 || meta->tp_getattro != PyType_Type.tp_getattro) return 0;
+        PyObject *d = _PyType_Lookup(meta, name);
+        if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) return 0;  /* a metaclass data descriptor */
+        if (add_stamp(ev, ST_TYPE, obj, t1, NULL) < 0 || add_stamp(ev, ST_TYPE, (PyObject *)meta, t2, NULL) < 0)
+            return -1;
+        return 1;
+    }
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (!generic_getattr(tp)) return 0;
+    uint64_t t = type_tag(tp);
+    if (t == 0) return 0;
+    PyObject *descr = _PyType_Lookup(tp, name);
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) return 0;  /* property, slot: computed */
+    /* the instance dict is materialized here: from now on attribute writes change its tag */
+    PyObject **dictptr = _PyObject_GetDictPtr(obj);
+    PyObject *dict = dictptr != NULL ? *dictptr : NULL;
+    if (dictptr != NULL && (dict == NULL || !PyDict_CheckExact(dict))) return 0;
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL) {
+        /* a method found on the class binds anew on every read, unless the instance shadows it */
+        int shadowed = dict != NULL ? PyDict_Contains(dict, name) : 0;
+        if (shadowed <= 0) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (add_stamp(ev, ST_TYPE, (PyObject *)tp, t, NULL) < 0) return -1;
+    if (dict != NULL) {
+        if (add_stamp(ev, ST_DICTPTR, obj, 0, dict) < 0) return -1;
+        if (add_stamp(ev, ST_DICT, dict, DICT_TAG(dict), NULL) < 0) return -1;
+    }
+    return 1;
+}
+
+/* Whether obj can never change (so a check on it that held still holds). */
+static int immutable(PyObject *o, int depth) {
+    if (depth > 8) return 0;
+    if (o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+        PyComplex_CheckExact(o) || PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyType_Check(o) ||
+        PyFunction_Check(o) || PyCFunction_Check(o) || PyModule_CheckExact(o) || PyCode_Check(o))
+        return 1;
+    if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
+        PyObject *it = PyObject_GetIter(o);
+        if (it == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        PyObject *x;
+        int ok = 1;
+        while (ok && (x = PyIter_Next(it)) != NULL) {
+            ok = immutable(x, depth + 1);
+            Py_DECREF(x);
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return ok;
+    }
+    /* numpy scalars, torch.dtype / torch.device, enum members: hashable value types */
+    const char *name = Py_TYPE(o)->tp_name;
+    if (strncmp(name, "numpy.", 6) == 0 || strcmp(name, "torch.dtype") == 0 || strcmp(name, "torch.device") == 0)
+        return 1;
+    return 0;
+}
+
+/* Stamps that keep node i's object what it was, given its parent's: 1 stamped, 0 volatile. */
+static int stamp_read(Evaluator *ev, Node *nd, PyObject *parent, PyObject *obj) {
+    switch (nd->op) {
+    case OP_REF:
+    case OP_SELF:
+        return 1;
+    case OP_GLOBAL:
+        return add_stamp(ev, ST_DICT, nd->key, DICT_TAG(nd->key), NULL) < 0 ? -1 : 1;
+    case OP_ITEM:
+    case OP_KEY:
+        if (!PyDict_CheckExact(parent)) {
+            if (nd->op == OP_KEY) return 0;  /* a subclass's keys() order is its own */
+        }
+        return add_stamp(ev, ST_DICT, parent, DICT_TAG(parent), NULL) < 0 ? -1 : 1;
+    case OP_GETATTR:
+        if (PyModule_Check(parent) && !PyModule_CheckExact(parent)) return 0;
+        return stamp_attribute(ev, parent, nd->key);
+    case OP_DICT:
+        if (PyType_Check(parent)) return 1;
+        if (add_stamp(ev, ST_DICTPTR, parent, 0, obj) < 0) return -1;
+        return 1;
+    case OP_TYPE:
+        return add_stamp(ev, ST_OBTYPE, parent, 0, obj) < 0 ? -1 : 1;
+    case OP_INDEX:
+        return PyTuple_CheckExact(parent) ? 1 : 0;
+    case OP_MRO:
+        if (!PyType_Check(parent)) return 0;
+        return stamp_attribute(ev, parent, str_mro);
+    }
+    return 0;  /* cells, function attributes, calls: re-read */
+}
+
+/* Whether check c on obj is fixed once obj is (adding the stamps that make it so). */
+static int stamp_check(Evaluator *ev, Check *c, PyObject *obj) {
+    switch (c->op) {
+    case CK_ID:
+    case CK_SAME:
+    case CK_NOTNONE:
+    case CK_WEIGHT:
+        return 1;
+    case CK_TYPE:
+        return add_stamp(ev, ST_OBTYPE, obj, 0, (PyObject *)Py_TYPE(obj)) < 0 ? -1 : 1;
+    case CK_EQ:
+        return immutable(obj, 0);
+    case CK_LEN:
+    case CK_HAS:
+    case CK_LACKS:
+    case CK_KEYS:
+        if (PyDict_CheckExact(obj)) return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
+        return immutable(obj, 0);
+    case CK_HASATTR:
+        return stamp_attribute(ev, obj, c->c);
+    }
+    return 0;
+}
+
+static int add_volatile(Evaluator *ev, Py_ssize_t node, int reread) {
+    if (ev->nvol > 0 && ev->vols[ev->nvol - 1].node == node) {
+        ev->vols[ev->nvol - 1].reread |= reread;
+        return 0;
+    }
+    if (ev->nvol == ev->capvol) {
+        Py_ssize_t cap = ev->capvol ? 2 * ev->capvol : 16;
+        Volatile *v = PyMem_Realloc(ev->vols, cap * sizeof(Volatile));
+        if (v == NULL) return -1;
+        ev->vols = v;
+        ev->capvol = cap;
+    }
+    ev->vols[ev->nvol++] = (Volatile){node, reread, 0, NULL};
+    return 0;
+}
+
+static int add_volatile_check(Evaluator *ev, Py_ssize_t node, Check *c) {
+    if (add_volatile(ev, node, 0) < 0) return -1;
+    Volatile *v = &ev->vols[ev->nvol - 1];
+    Check **cs = PyMem_Realloc(v->checks, (v->ncheck + 1) * sizeof(Check *));
+    if (cs == NULL) return -1;
+    v->checks = cs;
+    v->checks[v->ncheck++] = c;
+    return 0;
+}
+
+/* Record the snapshot of a walk that passed; objs are taken over. */
+static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject *weights) {
+    clear_snapshot(ev);
+    ev->objs = objs;
+    if (!HAVE_DICT_TAGS) return;
+    if (self_obj != Py_None) {
+        ev->self_ref = PyWeakref_NewRef(self_obj, NULL);
+        if (ev->self_ref == NULL) {  /* not weak-referenceable: walk in full every time */
+            PyErr_Clear();
+            return;
+        }
+    }
+    ev->self_none = self_obj == Py_None;
+    Py_INCREF(weights);
+    ev->weights = weights;
+    for (Py_ssize_t i = 0; i < ev->n; i++) {
+        Node *nd = &ev->nodes[i];
+        PyObject *parent = nd->parent >= 0 ? objs[nd->parent] : NULL;
+        int r = stamp_read(ev, nd, parent, objs[i]);
+        if (r < 0) goto fail;
+        if (r == 0 && add_volatile(ev, i, 1) < 0) goto fail;
+        for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
+            int s = stamp_check(ev, &nd->checks[j], objs[i]);
+            if (s < 0) goto fail;
+            if (s == 0 && add_volatile_check(ev, i, &nd->checks[j]) < 0) goto fail;
+        }
+    }
+    ev->have_snapshot = 1;
+    return;
+fail:
+    PyErr_Clear();
+    ev->objs = NULL;  /* the caller still owns objs */
+    clear_snapshot(ev);
+    ev->objs = objs;
+}
+
+/* 1: the snapshot proves every check holds; 0: walk in full. */
+static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) {
+    if (!ev->have_snapshot || weights != ev->weights) return 0;
+    if (ev->self_none) {
+        if (self_obj != Py_None) return 0;
+    } else if (ev->self_ref == NULL || PyWeakref_GET_OBJECT(ev->self_ref) != self_obj) {
+        return 0;
+    }
+    Stamp *s = ev->stamps, *end = ev->stamps + ev->nstamp;
+    for (; s < end; s++) {
+        switch (s->kind) {
+        case ST_DICT:
+            if (DICT_TAG(s->obj) != s->tag) return 0;
+            break;
+        case ST_TYPE: {
+            PyTypeObject *tp = (PyTypeObject *)s->obj;
+            if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || tp->tp_version_tag != s->tag) return 0;
+            break;
+        }
+        case ST_DICTPTR: {
+            PyObject **dp = _PyObject_GetDictPtr(s->obj);
+            if (dp == NULL || *dp != s->ptr) return 0;
+            break;
+        }
+        case ST_OBTYPE:
+            if ((PyObject *)Py_TYPE(s->obj) != s->ptr) return 0;
+            break;
+        }
+    }
+    for (Py_ssize_t i = 0; i < ev->nvol; i++) {
+        Volatile *v = &ev->vols[i];
+        Node *nd = &ev->nodes[v->node];
+        PyObject *obj = ev->objs[v->node];
+        if (v->reread) {
+            PyObject *parent = nd->parent >= 0 ? ev->objs[nd->parent] : NULL;
+            PyObject *now = read_node(ev, nd, parent, self_obj);
+            if (now == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            Py_DECREF(now);
+            if (now != obj) return 0;
+        }
+        for (Py_ssize_t j = 0; j < v->ncheck; j++) {
+            if (!run_check(v->checks[j], obj, ev->objs, weights)) return 0;
+        }
+    }
+    return 1;
+}
+
+#else  /* no snapshot: every call walks the tree */
+
+static void clear_snapshot(Evaluator *ev) {
+    if (ev->objs != NULL) {
+        for (Py_ssize_t i = 0; i < ev->n; i++) Py_XDECREF(ev->objs[i]);
+        PyMem_Free(ev->objs);
+        ev->objs = NULL;
+    }
+    ev->have_snapshot = 0;
+}
+
+static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject *weights) {
+    clear_snapshot(ev);
+    ev->objs = objs;
+}
+
+static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) { return 0; }
+
+#endif
+
+/* ------------------------------------------------------------------ the walk */
+
+static long walk(Evaluator *ev, PyObject *self_obj, PyObject *weights, int may_record) {
+    PyObject **objs = PyMem_Calloc(ev->n ? ev->n : 1, sizeof(PyObject *));
+    if (objs == NULL) {
+        PyErr_NoMemory();
+        return -3;
+    }
+    long result = -1;
+    for (Py_ssize_t i = 0; i < ev->n && result == -1; i++) {
+        Node *nd = &ev->nodes[i];
+        PyObject *parent = nd->parent >= 0 ? objs[nd->parent] : NULL;
+        PyObject *obj = read_node(ev, nd, parent, self_obj);
+        if (obj == NULL) {
+            PyErr_Clear();
+            result = READ_FAILED + (long)i;
+            break;
+        }
+        objs[i] = obj;
+        for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
+            if (nd->checks[j].op == CK_SAME) continue;  /* after every node is read */
+            if (!run_check(&nd->checks[j], obj, objs, weights)) {
+                if (PyErr_Occurred()) PyErr_Clear();
+                result = nd->checks[j].code;
+                break;
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < ev->n && result == -1; i++) {
+        Node *nd = &ev->nodes[i];
+        for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
+            if (nd->checks[j].op == CK_SAME && !run_check(&nd->checks[j], objs[i], objs, weights)) {
+                result = nd->checks[j].code;
+                break;
+            }
+        }
+    }
+    if (result == -1 && may_record) {
+        record(ev, objs, self_obj, weights);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ev->n; i++) Py_XDECREF(objs[i]);
+    PyMem_Free(objs);
+    return result;
+}
+
+static PyObject *Evaluator_check(Evaluator *ev, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "check(self_obj, weights)");
+        return NULL;
+    }
+    PyObject *self_obj = args[0], *weights = args[1];
+    if (ev->busy) {  /* re-entered from Python code a read ran: walk, touch no snapshot */
+        long r = walk(ev, self_obj, weights, 0);
+        return r == -3 ? NULL : PyLong_FromLong(r);
+    }
+    ev->busy = 1;
+    long r;
+    if (fast_path(ev, self_obj, weights)) {
+        ev->fast_hits++;
+        r = -1;
+    } else {
+        ev->full_walks++;
+        clear_snapshot(ev);
+        r = walk(ev, self_obj, weights, 1);
+    }
+    ev->busy = 0;
+    if (r == -3) return NULL;
+    return PyLong_FromLong(r);
+}
+
+static PyObject *Evaluator_stats(Evaluator *ev, PyObject *unused) {
+    return Py_BuildValue("{s:L,s:L,s:n,s:n,s:i}", "full_walks", ev->full_walks, "fast_hits", ev->fast_hits,
+                         "stamps", ev->nstamp, "volatile", ev->nvol, "snapshot", ev->have_snapshot);
+}
+
+/* ------------------------------------------------------------------ construction */
+
+static void free_nodes(Evaluator *ev) {
+    if (ev->nodes == NULL) return;
+    for (Py_ssize_t i = 0; i < ev->n; i++) {
+        Node *nd = &ev->nodes[i];
+        Py_XDECREF(nd->key);
+        Py_XDECREF(nd->aux);
+        for (Py_ssize_t j = 0; j < nd->ncheck; j++) Py_XDECREF(nd->checks[j].c);
+        PyMem_Free(nd->checks);
+    }
+    PyMem_Free(ev->nodes);
+    ev->nodes = NULL;
+}
+
+static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
+    PyObject *program;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &program)) return -1;
+    clear_snapshot(ev);
+    free_nodes(ev);
+    Py_ssize_t n = PyList_GET_SIZE(program);
+    ev->nodes = PyMem_Calloc(n ? n : 1, sizeof(Node));
+    if (ev->nodes == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ev->n = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(program, i), *key, *checks;
+        Node *nd = &ev->nodes[i];
+        if (!PyArg_ParseTuple(item, "niOO!", &nd->parent, &nd->op, &key, &PyTuple_Type, &checks)) return -1;
+        if (nd->parent >= i || nd->parent < -1) {
+            PyErr_Format(PyExc_ValueError, "node %zd: bad parent", i);
+            return -1;
+        }
+        if ((nd->parent < 0) != (nd->op < OP_GETATTR)) {
+            PyErr_Format(PyExc_ValueError, "node %zd: a root needs a root opcode", i);
+            return -1;
+        }
+        if (nd->op == OP_GLOBAL) {
+            PyObject *d, *name;
+            if (!PyArg_ParseTuple(key, "O!O", &PyDict_Type, &d, &name)) return -1;
+            Py_INCREF(d);
+            Py_INCREF(name);
+            nd->key = d;
+            nd->aux = name;
+        } else {
+            if (nd->op == OP_CELL && !PyCell_Check(key)) {
+                PyErr_Format(PyExc_TypeError, "node %zd: not a cell", i);
+                return -1;
+            }
+            Py_INCREF(key);
+            nd->key = key;
+        }
+        nd->ncheck = PyTuple_GET_SIZE(checks);
+        nd->checks = PyMem_Calloc(nd->ncheck ? nd->ncheck : 1, sizeof(Check));
+        if (nd->checks == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
+            Check *c = &nd->checks[j];
+            PyObject *const_;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(checks, j), "liO", &c->code, &c->op, &const_)) return -1;
+            Py_INCREF(const_);
+            c->c = const_;
+            if (c->op == CK_SAME || c->op == CK_WEIGHT || c->op == CK_LEN) {
+                c->index = PyLong_AsSsize_t(const_);
+                if (c->index < 0 && PyErr_Occurred()) return -1;
+                if (c->op == CK_SAME && (c->index < 0 || c->index >= n)) {
+                    PyErr_Format(PyExc_ValueError, "node %zd: same as a missing node", i);
+                    return -1;
+                }
+            } else if (c->op == CK_HASATTR) {
+                PyObject *name, *want;
+                if (!PyArg_ParseTuple(const_, "UO", &name, &want)) return -1;
+                c->hasattr_want = PyObject_IsTrue(want);
+                Py_INCREF(name);
+                Py_SETREF(c->c, name);
+            } else if (c->op < CK_TYPE || c->op > CK_WEIGHT) {
+                PyErr_Format(PyExc_ValueError, "node %zd: bad check opcode", i);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void Evaluator_dealloc(Evaluator *ev) {
+    clear_snapshot(ev);
+    PyMem_Free(ev->stamps);
+    PyMem_Free(ev->vols);
+    free_nodes(ev);
+    Py_TYPE(ev)->tp_free((PyObject *)ev);
+}
+
+static PyMethodDef Evaluator_methods[] = {
+    {"check", (PyCFunction)(void (*)(void))Evaluator_check, METH_FASTCALL,
+     "check(self_obj, weights) -> -1 when every check holds, else the failure code"},
+    {"stats", (PyCFunction)Evaluator_stats, METH_NOARGS, "counters: full walks, fast hits, snapshot size"},
+    {NULL}};
+
+static PyTypeObject EvaluatorType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_aot_guards.Evaluator",
+    .tp_basicsize = sizeof(Evaluator),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A bound guard tree: Evaluator(program); see aot_build/guards/bound.py",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Evaluator_init,
+    .tp_dealloc = (destructor)Evaluator_dealloc,
+    .tp_methods = Evaluator_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_aot_guards", .m_doc = "aot_build's guard evaluator", .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__aot_guards(void) {
+    if (PyType_Ready(&EvaluatorType) < 0) return NULL;
+    str_keys = PyUnicode_InternFromString("keys");
+    str_mro = PyUnicode_InternFromString("__mro__");
+    str_closure = PyUnicode_InternFromString("__closure__");
+    str_code = PyUnicode_InternFromString("__code__");
+    str_defaults = PyUnicode_InternFromString("__defaults__");
+    str_kwdefaults = PyUnicode_InternFromString("__kwdefaults__");
+    str_getattribute = PyUnicode_InternFromString("__getattribute__");
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, str_getattribute);
+    if (!str_keys || !str_mro || !str_closure || !str_code || !str_defaults || !str_kwdefaults || !str_getattribute ||
+        !object_getattribute)
+        return NULL;
+    Py_INCREF(object_getattribute);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EvaluatorType);
+    if (PyModule_AddObject(m, "Evaluator", (PyObject *)&EvaluatorType) < 0) {
+        Py_DECREF(&EvaluatorType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "READ_FAILED", READ_FAILED);
+    PyModule_AddIntConstant(m, "HAVE_DICT_TAGS", HAVE_DICT_TAGS);
+    return m;
+}

@@ -1,0 +1,241 @@
+"""Run side: a variant's guard tree bound in this process, checked on every call.
+
+Binding (once, when the entry is first called) resolves what the manifest names by reference:
+modules and classes by importing them, identities of local functions by their code, globals
+to their module's namespace, closure variables to the entry function's cells. What is left is
+a flat program, one instruction per node (read the object from its parent, then run its
+checks), that an evaluator runs on every call:
+
+* the native evaluator (``_evaluator.c``, compiled into the wheel by the build), which also
+  skips the subtrees whose dicts have not changed since the last passing check;
+* :meth:`BoundState.check_python`, the same program in Python: the reference, and what runs
+  when the wheel ships no native evaluator.
+
+A check returns -1 when everything holds, else a failure code that :meth:`BoundState.explain`
+turns into a sentence naming the path and what changed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .checks import KINDS, MISSING, Check, problem
+from .paths import ObjPath, PathError, resolve
+from .tree import StateTree
+
+#: Node opcodes (the C evaluator uses the same numbers).
+OP_REF, OP_GLOBAL, OP_SELF, OP_CELL = 0, 1, 2, 3
+STEP_OPS = {
+    "getattr": 10,
+    "dict": 11,
+    "item": 12,
+    "index": 13,
+    "key": 14,
+    "type": 15,
+    "mro": 16,
+    "closure": 17,
+    "code": 18,
+    "defaults": 19,
+    "kwdefaults": 20,
+    "call": 21,
+}
+#: Failure codes at or above this are "reading node (code - READ_FAILED) raised".
+READ_FAILED = 1 << 24
+
+
+class BindError(Exception):
+    """The tree cannot be bound in this process (a malformed record); the entry falls back."""
+
+
+class BoundState:
+    """See the module docstring.
+
+    Args:
+        tree: the variant's state tree.
+        fn: the entry's own function (its closure cells are closure roots).
+        native: the native evaluator module, or None.
+    """
+
+    def __init__(self, tree: StateTree, fn: Callable[..., Any], native: Any = None) -> None:
+        self.tree = tree
+        self.fn = fn
+        #: (node, check) of every check, in program order: a failure code indexes it.
+        self.flat: list[tuple[int, Check]] = []
+        #: The bound constant of each check, aligned with :attr:`flat`.
+        self.consts: list[Any] = []
+        self.program = self._bind()
+        self.has_self = any(n.parent < 0 and n.step == "self" for n in tree.nodes)
+        self._native = native.Evaluator(self.program) if native is not None else None
+        self.check: Callable[[Any, Any], int] = (
+            self._native.check if self._native is not None else self.check_python
+        )
+
+    @property
+    def native(self) -> bool:
+        return self._native is not None
+
+    # ------------------------------------------------------------------ binding
+
+    def _bind(self) -> list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]]:
+        program = []
+        found: dict[int, Any] = {}
+        for i, node in enumerate(self.tree.nodes):
+            if node.parent < 0:
+                op, key = self._root(node.step, node.key)
+            else:
+                op, key = STEP_OPS[node.step], node.key
+            checks = []
+            for c in node.checks:
+                kind = KINDS[c.kind]
+                at = None
+                if c.kind == "id" and isinstance(c.expect, dict) and "code" in c.expect:
+                    at = found.get(i, MISSING) if i in found else self._found(i, found)
+                try:
+                    const = kind.bind(c.expect, at)
+                except (ValueError, TypeError, KeyError, IndexError) as exc:
+                    raise BindError(
+                        f"node {i} ({self.tree.path(i).label()}): bad {c.kind} check: {exc}"
+                    ) from exc
+                checks.append((len(self.flat), kind.opcode, const))
+                self.flat.append((i, c))
+                self.consts.append(const)
+            program.append((node.parent, op, key, tuple(checks)))
+        return program
+
+    def _root(self, kind: str, key: tuple[Any, ...]) -> tuple[int, Any]:
+        if kind == "self":
+            return OP_SELF, None
+        if kind == "global":
+            module = sys.modules.get(key[0])
+            if module is None:
+                try:
+                    from ..names import resolve as resolve_ref
+
+                    module = resolve_ref(f"{key[0]}:")
+                except LookupError as exc:
+                    raise BindError(str(exc)) from exc
+            return OP_GLOBAL, (vars(module), key[1])
+        if kind == "closure":
+            code = self.fn.__code__
+            if key[0] not in code.co_freevars:
+                raise BindError(f"the entry function has no closure variable {key[0]!r}")
+            cells = self.fn.__closure__ or ()
+            return OP_CELL, cells[code.co_freevars.index(key[0])]
+        try:
+            from ..names import resolve as resolve_ref
+
+            return OP_REF, resolve_ref(key[0])
+        except LookupError as exc:
+            raise BindError(str(exc)) from exc
+
+    def _found(self, i: int, found: dict[int, Any]) -> Any:
+        try:
+            found[i] = resolve(self.tree.path(i), None, self.fn)
+        except PathError:
+            found[i] = MISSING
+        return found[i]
+
+    # ------------------------------------------------------------------ checking
+
+    def check_python(self, self_obj: Any, weights: Any) -> int:
+        """-1 when every check holds, else the failure code (see :meth:`explain`). ``same``
+        checks (aliases) run after every node is read: their other node may come later."""
+        objs: list[Any] = [None] * len(self.program)
+        aliases: list[tuple[int, Any, int]] = []
+        for i, (parent, op, key, checks) in enumerate(self.program):
+            try:
+                obj = _read(op, key, objs[parent] if parent >= 0 else self_obj)
+            except Exception:
+                return READ_FAILED + i
+            objs[i] = obj
+            for code, opcode, const in checks:
+                if opcode == 9:  # same: the object at another node
+                    aliases.append((code, obj, const))
+                    continue
+                try:
+                    ok = obj is weights[const] if opcode == 11 else _HOLDS[opcode](obj, const)
+                except Exception:
+                    ok = False
+                if not ok:
+                    return code
+        for code, obj, other in aliases:
+            if obj is not objs[other]:
+                return code
+        return -1
+
+    def explain(self, code: int, self_obj: Any, weights: Any = None) -> str:
+        """What failure ``code`` means now, in words."""
+        if code >= READ_FAILED:
+            i = code - READ_FAILED
+            path = self.tree.path(i)
+            try:
+                resolve(path, self_obj, self.fn)
+            except PathError as exc:
+                return f"{path.label()} no longer exists ({exc})"
+            return f"{path.label()} could not be read"
+        i, check = self.flat[code]
+        path = self.tree.path(i)
+        try:
+            obj = resolve(path, self_obj, self.fn)
+        except PathError as exc:
+            return f"{path.label()} no longer exists ({exc})"
+        if check.kind == "same":
+            return KINDS["same"].explain(path.label(), obj, self.tree.path(int(check.expect)).label())
+        if check.kind == "weight":
+            return f"weight {path.label()} was replaced"
+        return problem(check, path.label(), obj, self.consts[code]) or (
+            f"{path.label()} changed while the call was being checked"
+        )
+
+    def is_weight(self, code: int) -> bool:
+        """Whether failure ``code`` is a weight that is not the one held (replaced, or never
+        read): read the weights again and retry."""
+        if code >= READ_FAILED:
+            i = code - READ_FAILED
+            return any(c.kind == "weight" for c in self.tree.nodes[i].checks)
+        return 0 <= code < len(self.flat) and self.flat[code][1].kind == "weight"
+
+    def weight_paths(self) -> list[list[ObjPath]]:
+        return self.tree.weight_paths()
+
+    def gather(self, self_obj: Any) -> list[Any]:
+        """The tensors at each weight's first path now (PathError when one is missing)."""
+        return [resolve(paths[0], self_obj, self.fn) for paths in self.tree.weight_paths()]
+
+
+def _read(op: int, key: Any, parent: Any) -> Any:
+    if op == 10:
+        return getattr(parent, key)
+    if op == 12:
+        if type(parent) is dict:
+            return parent[key]
+        if isinstance(parent, dict):
+            return dict.__getitem__(parent, key)
+        return parent[key]  # a class namespace (mappingproxy)
+    if op == 11:
+        return vars(parent) if isinstance(parent, type) else object.__getattribute__(parent, "__dict__")
+    if op == OP_GLOBAL:
+        return key[0][key[1]]
+    if op == OP_REF:
+        return key
+    if op == OP_SELF:
+        return parent
+    if op == OP_CELL:
+        return key.cell_contents
+    if op == 13:
+        return parent[key]
+    if op == 14:
+        if not isinstance(parent, dict):
+            raise TypeError("not a dict")
+        return list(dict.keys(parent))[key]
+    if op == 15:
+        return type(parent)
+    if op == 21:
+        return parent()
+    return getattr(parent, _DUNDER[op])
+
+
+_DUNDER = {16: "__mro__", 17: "__closure__", 18: "__code__", 19: "__defaults__", 20: "__kwdefaults__"}
+_HOLDS = {k.opcode: k.holds for k in KINDS.values()}

@@ -1,0 +1,545 @@
+"""Build side: what an entry reads beyond its arguments, recorded by torch.compile's tracer.
+
+Dynamo traces the function's bytecode on the example arguments (``fullgraph``, a capture
+only: nothing is compiled) and records a guard for every read the traced code depends on:
+globals, closure cells, attributes, class attributes, items of any mapping, functions and
+partials, environment reads, hooks, module structure, tensors. Each guard is a *source* (how
+the value was reached) and a *kind* (what about it was relied on). This module translates
+both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`), so the shim
+checks every such read on each call; a read that cannot be carried is refused here, with an
+error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
+
+Dynamo is the source, not a complete one: three reads it does not guard are closed here, each
+with a test (tests/test_capture.py):
+
+* a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
+  unset ``X``): the key's absence is guarded;
+* a method or attribute found on an object's class (``Gate.forward = other`` after import):
+  every attribute Dynamo looked up through an instance is checked on the class too;
+* torch's global module hooks (``register_module_forward_hook``): checked to be empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import values
+from ..errors import CompileError
+from ..names import resolve as resolve_ref
+from .checks import Check, identity
+from .paths import ObjPath, PathError, resolve
+from .tree import TreeBuilder
+
+#: Dynamo guard kinds about torch's global state: the shim checks grad mode, autocast, the
+#: default dtype and device, and torch function / dispatch modes itself, on every call.
+_AMBIENT = frozenset(
+    {
+        "GRAD_MODE",
+        "DETERMINISTIC_ALGORITHMS",
+        "GLOBAL_STATE",
+        "TORCH_FUNCTION_STATE",
+        "DEFAULT_DEVICE",
+        "AUTOGRAD_SAVED_TENSORS_HOOKS",
+        "SHAPE_ENV",
+        "DUAL_LEVEL",
+        "FUNCTORCH_STACK_MATCH",
+    }
+)
+_IDENTITY = frozenset({"ID_MATCH", "CLASS_MATCH", "MODULE_MATCH", "BUILTIN_MATCH", "FUNCTION_MATCH"})
+_VALUE = frozenset({"CONSTANT_MATCH", "EQUALS_MATCH", "BOOL_MATCH", "NONE_MATCH"})
+#: torch.nn.Module's global hook tables, which every module call consults.
+_GLOBAL_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
+_MODULE_REF = ("ref", "torch.nn.modules.module:")
+
+
+@dataclass
+class Captured:
+    """What one trace of an entry read.
+
+    Args:
+        builder: the guards, as a tree under construction (weights get their specs later).
+        weights: per tensor read from outside the arguments: its paths and the tensor.
+        traced_code: every code object the trace ran (the entry and what it called).
+    """
+
+    builder: TreeBuilder
+    weights: list[tuple[list[ObjPath], torch.Tensor]] = field(default_factory=list)
+    traced_code: list[types.CodeType] = field(default_factory=list)
+
+
+class CaptureError(CompileError):
+    """The trace failed, or read something the manifest cannot carry."""
+
+
+@contextlib.contextmanager
+def _dynamo_settings() -> Iterator[None]:
+    """Dynamo as the export sees the function: static shapes, every Python int and float a
+    constant (so each one read is guarded), LSTMs traced, nothing cached between entries."""
+    import torch._dynamo
+    from torch._dynamo.eval_frame import set_enable_dynamic
+    from torch._dynamo.utils import get_metrics_context
+    from torch._dynamo.variables.torch_function import torch_function_mode_stack_state_mgr
+
+    torch._dynamo.reset()
+    with (
+        torch._dynamo.config.patch(
+            specialize_int=True,
+            specialize_float=True,
+            allow_rnn=True,
+            capture_scalar_outputs=True,
+            capture_dynamic_output_shape_ops=True,
+            assume_static_by_default=True,
+            automatic_dynamic_shapes=False,
+            force_parameter_static_shapes=True,
+            skip_nnmodule_hook_guards=False,
+            side_effect_replay_policy="error",
+        ),
+        get_metrics_context(),
+        set_enable_dynamic(False),
+        torch_function_mode_stack_state_mgr,
+        _missing_keys_guarded(),
+    ):
+        try:
+            yield
+        finally:
+            torch._dynamo.reset()
+
+
+@contextlib.contextmanager
+def _missing_keys_guarded() -> Iterator[None]:
+    """Dynamo (2.13) records no guard when ``d[key]`` raises KeyError during the trace (it
+    goes on to the ``except``, e.g. ``os.environ.get`` of an unset variable): guard the key's
+    absence, as it does for ``key in d``."""
+    from torch._dynamo.variables.dicts import ConstDictVariable, HashableTracker
+
+    original = ConstDictVariable.getitem_const_raise_exception_if_absent
+
+    def guarded(self: Any, tx: Any, arg: Any) -> Any:
+        if HashableTracker(arg) not in self.items:
+            self.install_dict_contains_guard(tx, [arg])
+        return original(self, tx, arg)
+
+    ConstDictVariable.getitem_const_raise_exception_if_absent = guarded  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ConstDictVariable.getitem_const_raise_exception_if_absent = original  # type: ignore[method-assign]
+
+
+def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where: str) -> Captured:
+    """Trace ``fn`` (with ``self_obj`` first for a method entry) on ``args``; see the module
+    docstring. CaptureError names the read that cannot be carried, or why Dynamo stopped."""
+    from torch._dynamo.convert_frame import fullgraph_capture
+
+    module = sys.modules[fn.__module__]
+    before = dict(vars(module))
+    call = (self_obj, *args) if self_obj is not None else tuple(args)
+    try:
+        with torch.no_grad(), _dynamo_settings():
+            try:
+                out = fullgraph_capture(fn, call)
+            except Exception as exc:
+                raise CaptureError(_trace_failure(where, exc)) from exc
+        g = out.graph_capture_output
+        installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
+        translator = _Translator(fn, self_obj, module.__name__, installed, dict(g.import_sources), where)
+        return translator.run(list(g.output_graph.guards), list(g.traced_code))
+    finally:
+        for name in [k for k in vars(module) if k not in before]:
+            del vars(module)[name]
+
+
+def _trace_failure(where: str, exc: BaseException) -> str:
+    text = str(exc).strip()
+    marker = (
+        "side effects happened in the model.forward. Here are the list of potential sources you "
+        "can double check:"
+    )
+    if marker in text:
+        changed = text.split(marker, 1)[1].strip()
+        return (
+            f"{where}: changes Python state when it runs ({changed}); compiled code would not repeat "
+            "that.\n  keep the function free of side effects on Python objects: compute and return "
+            "values, fill caches at import time"
+        )
+    cut = text.find("\n\nDeveloper debug context")
+    text = (text[:cut] if cut > 0 else text).strip()
+    return (
+        f"{where}: torch.compile's tracer (Dynamo), which aot_build uses to find every read of "
+        f"Python state the compiled code depends on, stopped with {type(exc).__name__}: {text}\n  "
+        "make the function traceable as torch.compile(fullgraph=True) traces it, as the hint above "
+        "says: no Python control flow on tensor values; a config read through a dict subclass whose "
+        "__getattr__ is dict.__getitem__ becomes config['key'], or a dataclass or "
+        "types.SimpleNamespace"
+    )
+
+
+class _Translator:
+    """Dynamo's guards (sources and kinds) to paths and checks; see the module docstring."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        self_obj: Any,
+        module: str,
+        installed: dict[str, Any],
+        import_sources: dict[str, str],
+        where: str,
+    ) -> None:
+        self.fn = fn
+        self.self_obj = self_obj
+        self.module = module
+        self.installed = installed
+        self.import_sources = import_sources
+        self.where = where
+        code = fn.__code__
+        self.self_name = code.co_varnames[0] if self_obj is not None and code.co_argcount else None
+        self.freevars = set(code.co_freevars)
+        self.builder = TreeBuilder()
+        self._paths: dict[Any, ObjPath | None] = {}
+        self._weights: dict[int, tuple[list[ObjPath], torch.Tensor]] = {}
+        self._class_attrs: set[tuple[ObjPath, str]] = set()
+
+    # ------------------------------------------------------------------ sources
+
+    def path(self, source: Any) -> ObjPath | None:
+        """The portable path of a Dynamo source; None for one rooted at an argument."""
+        key = source
+        if key not in self._paths:
+            self._paths[key] = self._path(source)
+        return self._paths[key]
+
+    def _path(self, source: Any) -> ObjPath | None:
+        from torch._dynamo import source as S
+
+        kind = type(source)
+        if kind is S.LocalSource:
+            name = source.local_name
+            if name == self.self_name:
+                return ObjPath(("self",))
+            if name in self.freevars:
+                return ObjPath(("closure", name))
+            return None  # an argument: checked by the shim's argument checks
+        if kind is S.GlobalSource:
+            return self._global(source.global_name)
+        if kind is S.GlobalWeakRefSource:
+            return self._global(source.global_name).child("call")
+        base_source = getattr(source, "base", None)
+        if base_source is None:
+            raise self._unsupported(source, "a root")
+        base: ObjPath | None = self.path(base_source)
+        if base is None:
+            return None
+        if kind in (S.NNModuleSource, S.UnspecializedNNModuleSource, S.UnspecializedBuiltinNNModuleSource):
+            return base
+        if kind in (
+            S.AttrSource,
+            S.UnspecializedParamBufferSource,
+            S.CellContentsSource,
+            S.GenericAttrSource,
+        ):
+            return base.child("getattr", source.member)
+        if kind in (S.DictGetItemSource, S.DictSubclassGetItemSource):
+            return base.child("item", self._key(source.index))
+        if kind is S.ConstDictKeySource:
+            return base.child("key", int(source.index))
+        if kind in (S.GetItemSource, S.ListGetItemSource):
+            index = source.unpack_slice() if getattr(source, "index_is_slice", False) else source.index
+            return base.child("index", self._key(index))
+        if kind is S.TypeSource:
+            return base.child("type")
+        if kind is S.TypeDictSource:
+            return base.child("dict")
+        if kind is S.TypeMROSource:
+            return base.child("mro")
+        if kind is S.ClosureSource:
+            return base.child("closure")
+        if kind is S.CodeSource:
+            return base.child("code")
+        if kind is S.DefaultsSource:
+            if source.is_kw:
+                return base.child("kwdefaults").child("item", source.idx_key)
+            return base.child("defaults").child("index", source.idx_key)
+        if kind in (S.WeakRefCallSource, S.CallFunctionNoArgsSource):
+            return base.child("call")
+        raise self._unsupported(source, "a source")
+
+    def _global(self, name: str) -> ObjPath:
+        if name in self.import_sources:  # a module an inlined function uses, as Dynamo imports it
+            return ObjPath(("ref", f"{self.import_sources[name]}:"))
+        if name not in self.installed:
+            return ObjPath(("global", self.module, name))
+        value = self.installed[name]
+        if isinstance(value, dict) and value is vars(sys.modules["builtins"]):
+            return ObjPath(("ref", "builtins:")).child("dict")
+        if name.startswith("__builtins_dict__"):  # Dynamo's copy of the builtins it uses
+            return ObjPath(("ref", "builtins:")).child("dict")
+        ident = identity(value)
+        if ident is None or "ref" not in ident:
+            raise CaptureError(
+                f"{self.where}: the trace depends on {values.describe(value)}, an object held by no "
+                "module global or import path aot_build can find again on the user's machine.\n  "
+                "hold it in a module global of your package and read it from there"
+            )
+        return ObjPath(("ref", ident["ref"]))
+
+    def _key(self, index: Any) -> Any:
+        from torch._dynamo.source import Source
+
+        if isinstance(index, Source):  # a key given by position: the key it is now
+            path = self.path(index)
+            if path is None:
+                raise self._unsupported(index, "a key read from an argument")
+            return self.value(path)
+        return index
+
+    def _unsupported(self, source: Any, what: str) -> CaptureError:
+        return CaptureError(
+            f"{self.where}: the trace reads {source.name} ({type(source).__name__}), {what} aot_build "
+            "cannot check on the user's machine.\n  read that value outside the entry and pass it as "
+            "an argument, or report this to aot_build"
+        )
+
+    def value(self, path: ObjPath) -> Any:
+        try:
+            return resolve(path, self.self_obj, self.fn)
+        except PathError as exc:
+            raise CaptureError(
+                f"{self.where}: cannot follow {path.label()} again after tracing ({exc}); report this "
+                "to aot_build"
+            ) from exc
+
+    # ------------------------------------------------------------------ guards
+
+    def run(self, guards: list[Any], traced_code: list[types.CodeType]) -> Captured:
+        from torch._guards import Guard
+
+        hooks_read = False
+        for guard in sorted(guards, key=Guard.sort_key):
+            kind = guard.create_fn_name()
+            if kind in _AMBIENT:
+                continue
+            source = guard.originating_source
+            if kind == "TENSOR_MATCH" and type(source).__name__ == "NumpyTensorSource":
+                self._numpy(source.base)
+                continue
+            path = self.path(source)
+            if path is None:
+                continue
+            hooks_read |= (
+                path.root == _MODULE_REF and len(path.steps) == 1 and path.steps[0][1] in _GLOBAL_HOOKS
+            )
+            keywords = getattr(guard.create_fn, "keywords", None) or {}
+            self._guard(kind, path, keywords, guard)
+        if hooks_read:
+            self._global_hooks()
+        captured = Captured(self.builder, list(self._weights.values()), traced_code)
+        return captured
+
+    def _guard(self, kind: str, path: ObjPath, keywords: dict[str, Any], guard: Any) -> None:
+        add = self.builder.add
+        if kind == "TENSOR_MATCH":
+            self._weight(path)
+        elif kind == "TYPE_MATCH":
+            add(path, Check("type", self._class_ref(type(self.value(path)), path)))
+        elif kind in _IDENTITY or kind == "CLOSURE_MATCH":
+            self._identity(path, self.value(path))
+        elif kind in _VALUE:
+            self._equals(path, self.value(path))
+        elif kind == "SEQUENCE_LENGTH":
+            value = self.value(path)
+            add(path, Check("type", self._class_ref(type(value), path)))
+            add(path, Check("len", len(value)))
+        elif kind in ("DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK"):
+            value = self.value(path)
+            add(path, Check("type", self._class_ref(type(value), path)))
+            add(
+                path,
+                Check(
+                    "keys",
+                    self._encode(
+                        list(dict.keys(value)) if isinstance(value, dict) else list(value.keys()), path
+                    ),
+                ),
+            )
+        elif kind in ("DICT_CONTAINS", "SET_CONTAINS", "DICT_NOT_CONTAINS", "SET_NOT_CONTAINS"):
+            key = keywords.get("key")
+            present = key in self.value(path)
+            add(path, Check("has" if present else "lacks", self._encode(key, path)))
+        elif kind == "NOT_PRESENT_IN_GENERIC_DICT":
+            attr = keywords["attr"]
+            add(path.child("dict"), Check("lacks", attr))
+            self._class_attribute(path, attr)
+        elif kind == "EMPTY_NN_MODULE_HOOKS_DICT":
+            add(path, Check("len", 0))
+        elif kind == "HASATTR":
+            attr = keywords["attr"]
+            add(path, Check("hasattr", [attr, hasattr(self.value(path), attr)]))
+        elif kind in ("NOT_NONE_MATCH", "WEAKREF_ALIVE"):
+            add(path, Check("notnone"))
+        elif kind == "DUPLICATE_INPUT":
+            other = self.path(keywords["source_b"])
+            if other is None:
+                return
+            if isinstance(self.value(path), torch.Tensor):  # a weight read through two paths
+                self._weight(path)
+                self._weight(other)
+            else:
+                add(other, Check("same", self.builder.node(path)))
+        else:
+            raise CaptureError(
+                f"{self.where}: the trace relies on {guard.name or 'state'} through a {kind} guard, "
+                "which aot_build cannot check on the user's machine yet.\n  read that value outside "
+                "the entry and pass it as an argument, or report this to aot_build"
+            )
+
+    def _class_ref(self, cls: type, path: ObjPath) -> str:
+        ident = identity(cls)
+        if ident is None or "ref" not in ident:
+            raise CaptureError(
+                f"{self.where}: {path.label()} is an instance of {cls.__qualname__}, a class defined "
+                "inside a function (or not found again under its name); the shim must check that class "
+                "on every call.\n  define the class at module level"
+            )
+        return str(ident["ref"])
+
+    def _encode(self, value: Any, path: ObjPath) -> Any:
+        try:
+            return values.encode(value, sets=True)
+        except values.Unencodable as exc:
+            raise CaptureError(
+                f"{self.where}: the compiled code relies on {path.label()} being {values.describe(value)}, "
+                f"a {type(value).__name__} the manifest cannot hold ({exc}).\n  pass that value as "
+                "an argument, or make it a plain value (int, float, bool, str, None, tuples of them)"
+            ) from exc
+
+    def _equals(self, path: ObjPath, value: Any) -> None:
+        self.builder.add(path, Check("eq", self._encode(value, path)))
+
+    def _identity(self, path: ObjPath, value: Any) -> None:
+        """``value`` must be this very object on each call."""
+        if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device)):
+            self._equals(path, value)
+            return
+        ident = identity(value) or self._ref_by_path(path, value)
+        if ident is not None:
+            self.builder.add(path, Check("id", ident))
+            return
+        if isinstance(value, types.FunctionType):  # a lambda or a closure: known by its code
+            self.builder.add(path.child("code"), Check("id", identity(value.__code__)))
+            return
+        if isinstance(value, types.MethodType):
+            self._identity(path.child("getattr", "__func__"), value.__func__)
+            self._identity(path.child("getattr", "__self__"), value.__self__)
+            return
+        try:
+            self._equals(path, value)
+        except CaptureError:
+            raise CaptureError(
+                f"{self.where}: the compiled code relies on {path.label()} being one particular "
+                f"{type(value).__qualname__} object ({values.describe(value)}), which aot_build cannot "
+                "find again on the user's machine.\n  hold it in a module global of your package, or "
+                "pass what the function needs from it as an argument"
+            ) from None
+
+    def _ref_by_path(self, path: ObjPath, value: Any) -> dict[str, Any] | None:
+        """``{"ref": ...}`` for an object read as attributes of a module (``torch.clamp``, a
+        builtin whose own name does not lead back to it), when that import path finds it."""
+        names: list[str] = []
+        for i in range(len(path.steps), -1, -1):
+            head = ObjPath(path.root, path.steps[:i])
+            found = self.value(head)
+            if isinstance(found, types.ModuleType):
+                ref = f"{found.__name__}:{'.'.join(reversed(names))}"
+                try:
+                    return {"ref": ref} if names and resolve_ref(ref) is value else None
+                except LookupError:
+                    return None
+            if i == 0 or path.steps[i - 1][0] != "getattr":
+                return None
+            names.append(str(path.steps[i - 1][1]))
+        return None
+
+    def _class_attribute(self, path: ObjPath, attr: str) -> None:
+        """Dynamo found ``attr`` on the class of the object at ``path`` and guards only that the
+        instance does not shadow it: check that the class still gives the same thing."""
+        if (path, attr) in self._class_attrs:
+            return
+        self._class_attrs.add((path, attr))
+        cls = type(self.value(path))
+        if not any(attr in vars(k) for k in cls.__mro__):
+            return
+        found = path.child("type").child("getattr", attr)
+        value = getattr(cls, attr)
+        if isinstance(value, property):
+            if value.fget is not None:
+                self._identity(found.child("getattr", "fget"), value.fget)
+            return
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)):
+            self._identity(found, value)
+            return
+        if values.is_plain(value):
+            self._equals(found, value)
+            return
+        self.builder.add(found, Check("type", self._class_ref(type(value), found)))
+
+    def _global_hooks(self) -> None:
+        module = sys.modules["torch.nn.modules.module"]
+        for name in _GLOBAL_HOOKS:
+            table = getattr(module, name)
+            if len(table):
+                raise CaptureError(
+                    f"{self.where}: a global nn.Module hook is registered while building "
+                    f"(torch.nn.modules.module.{name} has {len(table)}); compiled code would run it "
+                    "on every call, or never.\n  remove global module hooks before building"
+                )
+            self.builder.add(ObjPath(_MODULE_REF).child("getattr", name), Check("len", 0))
+
+    def _weight(self, path: ObjPath) -> None:
+        tensor = self.value(path)
+        if not isinstance(tensor, torch.Tensor):
+            raise self._unsupported_tensor(path, tensor)
+        if type(tensor) is not torch.Tensor and not isinstance(tensor, torch.nn.Parameter):
+            raise self._unsupported_tensor(path, tensor)
+        found = self._weights.get(id(tensor))
+        if found is None:
+            self._weights[id(tensor)] = ([path], tensor)
+        elif path not in found[0]:
+            found[0].append(path)
+
+    def _unsupported_tensor(self, path: ObjPath, value: Any) -> CaptureError:
+        return CaptureError(
+            f"{self.where}: reads {path.label()}, a {type(value).__qualname__}; weights must be plain "
+            "torch.Tensor or nn.Parameter objects.\n  hold a plain tensor there (tensor.as_subclass("
+            "torch.Tensor)), or pass it as an argument"
+        )
+
+    def _numpy(self, base_source: Any) -> None:
+        path = self.path(base_source)
+        if path is None:
+            return
+        value = self.value(path)
+        import numpy
+
+        if isinstance(value, numpy.ndarray):
+            raise CaptureError(
+                f"{self.where}: reads the numpy array {path.label()} {tuple(value.shape)} {value.dtype} "
+                "and turns it into a tensor inside the function; the compiled code would keep its "
+                "build-time contents, and later changes to the array would be ignored.\n  hold it as a "
+                f"torch tensor in a module global (e.g. X = torch.from_numpy(array) at import: it shares "
+                "the array's memory and is passed to the compiled code on every call), or pass it as "
+                "an argument"
+            )
+        self._equals(path, value)  # a numpy scalar: immutable, compared by value

@@ -1,0 +1,307 @@
+"""The kinds of check a guard makes on the object at its path: each defined once, here.
+
+A kind says what its expectation looks like in the manifest, what constant the run-time
+evaluators compare against (:meth:`Kind.bind`: resolved once, when an entry is bound), whether
+an object passes (:meth:`Kind.holds`: the Python evaluator and the reference for the C one,
+which implements the same table under the same opcode), and how a failure reads
+(:meth:`Kind.explain`).
+
+=========  ================================  ===============================================
+kind       expectation (JSON)                holds when the object ...
+=========  ================================  ===============================================
+type       ``"module:qualname"`` of a class  is exactly an instance of that class
+id         an identity (see :func:`identity`) is that very object (a function, class, module)
+eq         an encoded value                  equals it, of the same type at every level
+len        an int                            has that many items
+keys       encoded keys, in order            is a dict with exactly those keys, in that order
+has        an encoded key                    contains it (``key in obj``)
+lacks      an encoded key                    does not contain it
+hasattr    ``[name, bool]``                  has (or has not) that attribute
+same       a node index                      is the object at that other node (aliases)
+notnone    null                              is not None
+weight     a weight index                    is the tensor the entry was bound to (weights)
+=========  ================================  ===============================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import values
+from ..names import qualified_name, resolve
+
+#: A constant that no object is: what an identity that cannot be found again binds to.
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<not found>"})()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: a :data:`KINDS` name and its expectation in manifest (JSON) form."""
+
+    kind: str
+    expect: Any = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of check; see the module docstring.
+
+    Args:
+        name: the manifest name.
+        opcode: its number in the C evaluator (``_evaluator.c``).
+        holds: ``holds(obj, const) -> bool``.
+        explain: ``explain(label, obj, expect) -> str``, for a failed check.
+        bind: ``bind(expect, found) -> const``; ``found`` is the object at the path when the
+            entry is bound (identities of local functions are recognised by their code).
+        doc: one line for docs and ``inspect``.
+    """
+
+    name: str
+    opcode: int
+    holds: Callable[[Any, Any], bool]
+    explain: Callable[[str, Any, Any], str]
+    bind: Callable[[Any, Any], Any]
+    doc: str
+
+
+def _describe(v: Any) -> str:
+    return f"{type(v).__name__} {values.describe(v)}"
+
+
+def _decoded(expect: Any, found: Any) -> Any:
+    return values.decode(expect)
+
+
+def _same_type(obj: Any, cls: Any) -> bool:
+    return type(obj) is cls
+
+
+def _class(expect: Any, found: Any) -> Any:
+    try:
+        return resolve(str(expect))
+    except LookupError:
+        return MISSING
+
+
+def _len(obj: Any, n: Any) -> bool:
+    try:
+        return len(obj) == n
+    except TypeError:
+        return False
+
+
+def _keys(obj: Any, keys: Any) -> bool:
+    return isinstance(obj, dict) and values.same(list(dict.keys(obj)), keys)
+
+
+def _has(obj: Any, key: Any) -> bool:
+    try:
+        return key in obj
+    except TypeError:
+        return False
+
+
+def _hasattr(obj: Any, spec: Any) -> bool:
+    return hasattr(obj, spec[0]) is spec[1]
+
+
+def _explain_type(label: str, obj: Any, expect: Any) -> str:
+    t = type(obj)
+    return f"{label} is a {t.__module__}.{t.__qualname__}, compiled for {expect}"
+
+
+def _explain_id(label: str, obj: Any, expect: Any) -> str:
+    what = expect.get("ref") if isinstance(expect, dict) else None
+    if what is None and isinstance(expect, dict) and "code" in expect:
+        what = f"the function {expect['code'].get('name')} of line {expect['code'].get('line')}"
+    return f"{label} was replaced (compiled for {what}, now {_describe(obj)})"
+
+
+def _explain_eq(label: str, obj: Any, expect: Any) -> str:
+    return f"{label} is {_describe(obj)}, compiled for {_describe(values.decode(expect))}"
+
+
+def _explain_len(label: str, obj: Any, expect: Any) -> str:
+    try:
+        n = len(obj)
+    except TypeError:
+        return f"{label} is a {type(obj).__name__}, compiled for a container of {expect} items"
+    hooks = " (hooks are not compiled in)" if "hooks" in label else ""
+    return f"{label} has {n} entries, compiled with {expect}{hooks}"
+
+
+def _explain_keys(label: str, obj: Any, expect: Any) -> str:
+    keys = values.decode(expect)
+    found = list(dict.keys(obj)) if isinstance(obj, dict) else f"a {type(obj).__name__}"
+    return f"{label} has keys {values.describe(found)}, compiled for {values.describe(keys)}"
+
+
+def _explain_has(label: str, obj: Any, expect: Any) -> str:
+    return f"{label} no longer contains {values.describe(values.decode(expect))}"
+
+
+def _explain_lacks(label: str, obj: Any, expect: Any) -> str:
+    key = values.decode(expect)
+    if isinstance(key, str) and label.endswith(".__dict__"):
+        return f"{label[: -len('.__dict__')]}.{key} is now set on the instance (it was not when compiled)"
+    return f"{label} now contains {values.describe(key)} (it did not when compiled)"
+
+
+def _explain_hasattr(label: str, obj: Any, expect: Any) -> str:
+    name, had = expect
+    now, then = ("no longer exists", "with") if had else ("now exists", "without")
+    return f"{label}.{name} {now} (compiled {then} it)"
+
+
+def _explain_same(label: str, obj: Any, expect: Any) -> str:
+    return f"{label} is no longer the same object as {expect} (one object when compiled)"
+
+
+def _explain_notnone(label: str, obj: Any, expect: Any) -> str:
+    return f"{label} is now None"
+
+
+def _explain_weight(label: str, obj: Any, expect: Any) -> str:
+    return f"weight {label} was replaced"
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("type", 1, _same_type, _explain_type, _class, "is exactly an instance of the class"),
+        Kind(
+            "id",
+            2,
+            lambda o, c: o is c,
+            _explain_id,
+            lambda e, f: bind_identity(e, f),
+            "is that very function, class or module",
+        ),
+        Kind("eq", 3, values.same, _explain_eq, _decoded, "equals the value, same types throughout"),
+        Kind("len", 4, _len, _explain_len, lambda e, f: int(e), "has that many items"),
+        Kind("keys", 5, _keys, _explain_keys, _decoded, "is a dict with exactly these keys, in order"),
+        Kind("has", 6, _has, _explain_has, _decoded, "contains the key"),
+        Kind("lacks", 7, lambda o, k: not _has(o, k), _explain_lacks, _decoded, "does not contain the key"),
+        Kind(
+            "hasattr",
+            8,
+            _hasattr,
+            _explain_hasattr,
+            lambda e, f: (str(e[0]), bool(e[1])),
+            "has (or has not) the attribute",
+        ),
+        Kind(
+            "same",
+            9,
+            lambda o, c: o is c,
+            _explain_same,
+            lambda e, f: int(e),
+            "is the very object found at another node",
+        ),
+        Kind("notnone", 10, lambda o, c: o is not None, _explain_notnone, lambda e, f: None, "is not None"),
+        Kind(
+            "weight",
+            11,
+            lambda o, c: o is c,
+            _explain_weight,
+            lambda e, f: int(e),
+            "is the tensor the entry was bound to",
+        ),
+    )
+}
+
+
+# ---------------------------------------------------------------- identities
+
+
+def code_fingerprint(code: types.CodeType) -> dict[str, Any]:
+    """What identifies a function's code across processes: its name, first line and a hash of
+    its bytecode, names and constants (nested code included); not its file's install path."""
+    h = hashlib.sha256()
+
+    def feed(c: types.CodeType) -> None:
+        h.update(c.co_code)
+        h.update(repr((c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)).encode())
+        for const in c.co_consts:
+            if isinstance(const, types.CodeType):
+                feed(const)
+            else:
+                h.update(repr(const).encode())
+
+    feed(code)
+    return {"name": code.co_qualname, "line": code.co_firstlineno, "hash": h.hexdigest()[:32]}
+
+
+def identity(value: Any) -> dict[str, Any] | None:
+    """How the shim finds ``value`` again in the user's process: ``{"ref": "module:qualname"}``
+    for a module, class or function found again by importing it, ``{"code": fingerprint}`` for a
+    code object; None when it has no such identity."""
+    if isinstance(value, types.ModuleType):
+        return {"ref": f"{value.__name__}:"}
+    if isinstance(value, types.CodeType):
+        return {"code": code_fingerprint(value)}
+    ref = qualified_name(value)
+    if ref is not None:
+        try:
+            if resolve(ref) is value:
+                return {"ref": ref}
+        except LookupError:
+            pass
+    name = getattr(value, "__name__", None)
+    if isinstance(value, types.BuiltinFunctionType) and isinstance(name, str):
+        # torch's operators are builtins of a hidden class (torch.clamp's __self__ is
+        # torch._C._VariableFunctionsClass); find the public module that exports them.
+        owner = getattr(value, "__self__", None)
+        homes = [owner.__name__] if isinstance(owner, types.ModuleType) else []
+        homes += [getattr(value, "__module__", None) or "", *_BUILTIN_HOMES]
+        for home in homes:
+            module = sys.modules.get(home)
+            if module is not None and getattr(module, name, None) is value:
+                return {"ref": f"{home}:{name}"}
+    return None
+
+
+#: Modules searched for a builtin function's public name (see :func:`identity`).
+_BUILTIN_HOMES = (
+    "torch",
+    "torch.nn.functional",
+    "torch.special",
+    "torch.linalg",
+    "torch.fft",
+    "torch._C._nn",
+    "operator",
+    "math",
+    "builtins",
+)
+
+
+def bind_identity(expect: Any, found: Any) -> Any:
+    """The object an identity names in this process (:data:`MISSING` when it cannot be found):
+    a code fingerprint binds to ``found`` (the code at the path now) when that code matches."""
+    if not isinstance(expect, dict):
+        raise ValueError(f"bad identity {expect!r}")
+    if "ref" in expect:
+        try:
+            return resolve(str(expect["ref"]))
+        except LookupError:
+            return MISSING
+    if "code" in expect:
+        if isinstance(found, types.CodeType) and code_fingerprint(found) == expect["code"]:
+            return found
+        return MISSING
+    raise ValueError(f"bad identity {expect!r}")
+
+
+def problem(check: Check, label: str, obj: Any, const: Any) -> str | None:
+    """What is wrong with ``obj`` for ``check`` (None: it holds), given its bound constant."""
+    kind = KINDS[check.kind]
+    try:
+        ok = kind.holds(obj, const)
+    except Exception:
+        ok = False
+    return None if ok else kind.explain(label, obj, check.expect)

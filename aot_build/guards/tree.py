@@ -1,0 +1,226 @@
+"""A variant's guards as a tree: what the compiled code depends on beyond its arguments.
+
+Every path a guard reads is a chain of nodes (a root, then one step per node, see
+:mod:`.paths`); paths that share a prefix share its nodes, so a model's thousands of guards
+store each module once. Each node carries the checks (:mod:`.checks`) made on the object
+there. Weights are nodes too: the tensor the library receives is the object at the nodes
+checked ``weight i``; ``weights[i]`` is its shape, dtype, device and strides at build time.
+
+Manifest form (compact: lists, not objects)::
+
+    {"nodes": [[parent, step, key, [[kind, expect], ...]], ...], "weights": [spec, ...]}
+
+A root node has parent -1 and its root (``["global", module, name]``, ``["ref", ref]``,
+``["self"]``, ``["closure", name]``) in place of step and key. Nodes come after their parent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checks import KINDS, Check
+from .paths import ROOTS, ObjPath, check_root, decode_step, encode_key
+
+
+@dataclass(frozen=True, repr=False)
+class TensorSpec:
+    """Static description of one tensor (a weight).
+
+    Args:
+        shape: exact sizes.
+        dtype: torch dtype name without the ``torch.`` prefix, e.g. ``float32``.
+        device: device type, e.g. ``cpu`` or ``cuda``.
+        stride: exact strides.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    stride: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "device": self.device,
+            "stride": list(self.stride),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> TensorSpec:
+        return cls(
+            tuple(int(x) for x in raw["shape"]),
+            str(raw["dtype"]),
+            str(raw["device"]),
+            tuple(int(x) for x in raw["stride"]),
+        )
+
+
+@dataclass(frozen=True)
+class Node:
+    """One object the guards read: the root or step that reaches it from its parent, and the
+    checks made on it."""
+
+    parent: int
+    step: str
+    key: Any
+    checks: tuple[Check, ...] = ()
+
+
+@dataclass
+class StateTree:
+    """See the module docstring."""
+
+    nodes: list[Node] = field(default_factory=list)
+    weights: list[TensorSpec] = field(default_factory=list)
+
+    def path(self, i: int) -> ObjPath:
+        """The path of node ``i``."""
+        steps: list[tuple[str, Any]] = []
+        while self.nodes[i].parent >= 0:
+            n = self.nodes[i]
+            steps.append((n.step, n.key))
+            i = n.parent
+        root = self.nodes[i]
+        return ObjPath((root.step, *root.key), tuple(reversed(steps)))
+
+    def checks(self) -> Iterator[tuple[int, Check]]:
+        for i, n in enumerate(self.nodes):
+            for c in n.checks:
+                yield i, c
+
+    def weight_paths(self) -> list[list[ObjPath]]:
+        """Per weight: every path it is read through, the one read on each call first."""
+        out: list[list[ObjPath]] = [[] for _ in self.weights]
+        for i, c in self.checks():
+            if c.kind == "weight":
+                out[int(c.expect)].append(self.path(i))
+        return out
+
+    def count(self) -> dict[str, int]:
+        """Checks per kind (``weight`` excluded)."""
+        counts: dict[str, int] = {}
+        for _, c in self.checks():
+            if c.kind != "weight":
+                counts[c.kind] = counts.get(c.kind, 0) + 1
+        return counts
+
+    def summary(self) -> str:
+        """One line for the build log: what the shim checks per call."""
+        counts = self.count()
+        paths = self.weight_paths()
+        tied = sum(len(p) > 1 for p in paths)
+        values = [
+            self.path(i).label()
+            for i, c in self.checks()
+            if c.kind == "eq"
+            and (self.nodes[i].step != "getattr" or self.nodes[i].key != "training")
+            and self.path(i).root[0] in ("global", "self", "closure")
+        ]
+        shown = ", ".join(values[:6]) + (f", ... ({len(values) - 6} more)" if len(values) > 6 else "")
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        return (
+            f"guards {sum(counts.values())} ({kinds or 'none'}) on {len(self.nodes)} paths; "
+            f"weights {len(self.weights)}"
+            + (f" ({tied} read through several paths)" if tied else "")
+            + (f"; values: {shown}" if shown else "")
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        nodes = []
+        for n in self.nodes:
+            checks = [[c.kind, c.expect] for c in n.checks]
+            if n.parent < 0:
+                nodes.append([-1, n.step, list(n.key), checks])
+            else:
+                nodes.append([n.parent, n.step, encode_key(n.step, n.key), checks])
+        return {"nodes": nodes, "weights": [w.to_json() for w in self.weights]}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> StateTree:
+        """Parse and validate; ValueError (or KeyError/TypeError) on anything malformed."""
+        nodes: list[Node] = []
+        for i, item in enumerate(raw["nodes"]):
+            parent, step, key, checks = item
+            if type(parent) is not int or not -1 <= parent < i:
+                raise ValueError(f"node {i}: bad parent {parent!r}")
+            if parent < 0:
+                root = check_root([step, *key])
+                node = Node(-1, root[0], root[1:], _checks(checks, i))
+            else:
+                kind, decoded = decode_step(step, key)
+                node = Node(parent, kind, decoded, _checks(checks, i))
+            nodes.append(node)
+        weights = [TensorSpec.from_json(w) for w in raw["weights"]]
+        tree = cls(nodes, weights)
+        for i, c in tree.checks():
+            if c.kind in ("same", "weight") and type(c.expect) is not int:
+                raise ValueError(f"node {i}: bad {c.kind} index {c.expect!r}")
+            if c.kind == "same" and not 0 <= c.expect < len(nodes):
+                raise ValueError(f"node {i}: same as missing node {c.expect}")
+            if c.kind == "weight" and not 0 <= c.expect < len(weights):
+                raise ValueError(f"node {i}: missing weight {c.expect}")
+        if any(not paths for paths in tree.weight_paths()):
+            raise ValueError("a weight is read through no path")
+        return tree
+
+
+def _checks(raw: Any, i: int) -> tuple[Check, ...]:
+    out = []
+    for kind, expect in raw:
+        if kind not in KINDS:
+            raise ValueError(f"node {i}: unknown check kind {kind!r}")
+        out.append(Check(str(kind), expect))
+    return tuple(out)
+
+
+class TreeBuilder:
+    """Builds a :class:`StateTree` from (path, check) pairs, sharing prefixes; checks on one
+    node are kept once each, in the order added."""
+
+    def __init__(self) -> None:
+        self._index: dict[tuple[Any, ...], int] = {}
+        self._nodes: list[tuple[int, str, Any]] = []
+        self._checks: list[list[Check]] = []
+        self.weights: list[TensorSpec] = []
+
+    def node(self, path: ObjPath) -> int:
+        if path.root[0] not in ROOTS:
+            raise ValueError(f"bad root {path.root!r}")
+        key: tuple[Any, ...] = (path.root,)
+        i = self._intern(key, -1, path.root[0], path.root[1:])
+        for step, arg in path.steps:
+            key = (*key, (step, _hashable(arg)))
+            i = self._intern(key, i, step, arg)
+        return i
+
+    def _intern(self, key: tuple[Any, ...], parent: int, step: str, arg: Any) -> int:
+        i = self._index.get(key)
+        if i is None:
+            i = self._index[key] = len(self._nodes)
+            self._nodes.append((parent, step, arg))
+            self._checks.append([])
+        return i
+
+    def add(self, path: ObjPath, check: Check) -> int:
+        i = self.node(path)
+        if check not in self._checks[i]:
+            self._checks[i].append(check)
+        return i
+
+    def tree(self) -> StateTree:
+        nodes = [Node(p, s, k, tuple(c)) for (p, s, k), c in zip(self._nodes, self._checks, strict=True)]
+        return StateTree(nodes, list(self.weights))
+
+
+def _hashable(value: Any) -> Any:
+    """A key that tells apart values ``==`` merges (``1``, ``1.0`` and ``True``)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_hashable(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((_hashable(k), _hashable(v)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):
+        return (type(value).__name__, repr(sorted(map(repr, value))))
+    return (type(value).__name__, value)
