@@ -253,7 +253,7 @@ _CXX_MEMBERS: dict[str, tuple[str, str]] = {
         for kind, mode in _STREAM_MODES.items()
     },
 }
-_FLOOR_FORMAT = 1  # bump when the archive's contents change meaning
+_FLOOR_FORMAT = 2  # bump when the archive's contents change meaning
 
 
 class FloorError(ValueError):
@@ -325,14 +325,14 @@ def _floor_sources(arch: str) -> dict[str, tuple[str, str]]:
             f"\t{jump.format(target=old)}\n\t.size\t{name}, .-{name}\n\t.symver\t{old}, {versioned}\n"
             '\t.section\t.note.GNU-stack,"",%progbits\n',
         )
+    # one member for all of them (a C++ library that needs one needs libstdc++ anyway; a C one
+    # never pulls it), so that <sstream> is compiled once
+    cxx = "#include <new>\n#include <sstream>\n#include <string>\n"
     for i, (symbol, (signature, body)) in enumerate(_CXX_MEMBERS.items()):
         declaration = signature.replace("F(", f"aot_build_floor_{i}(")
-        out[f"cxx{i}.cpp"] = (
-            "c++",
-            "#include <new>\n#include <sstream>\n#include <string>\n"
-            f'{declaration} __asm__("{symbol}") __attribute__((visibility("hidden")));\n'
-            f"{declaration} {body}\n",
-        )
+        cxx += f'{declaration} __asm__("{symbol}") __attribute__((visibility("hidden")));\n'
+        cxx += f"{declaration} {body}\n"
+    out["libstdcxx.cpp"] = ("c++", cxx)
     return out
 
 
@@ -360,10 +360,16 @@ def floor_args(floor: str, compiler: str, folder: Path) -> FloorArgs:
     is written (once: a later call with the same compiler reuses it). Add ``compile`` to every
     compile command and ``link`` to the end of every command that links. For example::
 
-        args = floor_args("2_28", "gcc", work / "floor")
+        args = floor_args(build_floor(), "gcc", work / "floor")   # the build's floor
         run(["gcc", "-fPIC", *args.compile, "-c", "guards.c", "-o", "guards.o", *python_includes])
         run(["gcc", "-shared", "guards.o", "-o", "guards.so", *args.link])
-        # then check what it needs: aot_build.package.platform_tag.check_floor(paths, "2_28")
+
+    A library shipped in a package's ``_aot_build/`` folder is checked when the wheel is
+    tagged (``package.command.wheel_platform``: the build fails naming each symbol that needs
+    more than the floor); elsewhere, check it with
+    ``platform_tag.check_floor([elf.read_dynamic(path)], parse_floor(floor))``. A C compiler
+    without C++ support gets the archive without its C++ members (C never needs them). In a
+    cross build (``AOT_BUILD_CROSS_TORCH``) pass the target's compiler (``CC``/``CXX``).
 
     How: the host's glibc and libstdc++ keep the old versions of what they changed, and the
     rest comes from the library itself. ``link`` holds a static archive of hidden definitions,
@@ -400,19 +406,22 @@ def floor_args(floor: str, compiler: str, folder: Path) -> FloorArgs:
     if not archive.is_file():
         out.mkdir(parents=True, exist_ok=True)
         objects = []
-        for name, (language, source) in sorted(sources.items()):
-            src = out / name
-            src.write_text(source, encoding="utf-8")
-            obj = out / f"{name}.o"
-            cmd = [compiler, "-x", language, "-c", "-O2", "-fPIC", str(src), "-o", str(obj)]
+        for language in ("assembler", "c++"):  # one compiler run per language
+            names = sorted(n for n, (lang, _) in sources.items() if lang == language)
+            for name in names:
+                (out / name).write_text(sources[name][1], encoding="utf-8")
+            cmd = [compiler, "-x", language, "-c", "-O2", "-fPIC", *names]
             if language == "c++":
                 cmd[4:4] = ["-std=c++17", "-fvisibility=hidden"]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0 and language == "c++" and not Path(compiler).name.endswith("++"):
+                continue  # a C compiler without C++ support: what it links never needs these
             if proc.returncode != 0:
                 raise FloorError(
-                    f"building the manylinux floor archive failed ({' '.join(cmd)}):\n{proc.stderr.strip()}"
+                    f"building the manylinux floor archive failed ({' '.join(cmd)} in {out}):\n"
+                    f"{proc.stderr.strip()}"
                 )
-            objects.append(str(obj))
+            objects += [str(out / (name.rsplit(".", 1)[0] + ".o")) for name in names]
         tmp = out / f".{os.getpid()}.a"
         proc = subprocess.run(
             [binutil(compiler, "ar"), "rcsD", str(tmp), *objects], capture_output=True, text=True, timeout=300
