@@ -95,7 +95,7 @@ def test_wheel_runs_under_an_older_glibc(
     target = root / "opt" / "aot-e2e"
     shutil.rmtree(target, ignore_errors=True)
     try:
-        pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--target", target]
+        pip: list[str | Path] = [sys.executable, "-m", "pip", "install", "--no-deps", "--target", target]
         run([*pip, aot_build_wheel, example_dists.wheel], cwd=tmp_path)
         shutil.copy2(TESTS_DIR / "installed_check.py", target / "installed_check.py")
         (target / "inductor-cache").mkdir()
@@ -105,7 +105,8 @@ def test_wheel_runs_under_an_older_glibc(
             "HOME": "/tmp",
             "TORCHINDUCTOR_CACHE_DIR": "/opt/aot-e2e/inductor-cache",
         }
-        cmd = [shutil.which("chroot") or "/usr/sbin/chroot", root, "/opt/py311/bin/python3.11", "-c"]
+        chroot = shutil.which("chroot") or "/usr/sbin/chroot"
+        cmd: list[str | Path] = [chroot, root, "/opt/py311/bin/python3.11", "-c"]
         libc = run([*cmd, "import platform; print(platform.libc_ver()[1])"], cwd=tmp_path, env=env)
         assert _minor("manylinux_" + libc.stdout.strip().replace(".", "_")) < 34, libc.stdout
         proc = run([*cmd[:-1], "/opt/aot-e2e/installed_check.py", "covered"], cwd=tmp_path, env=env)
