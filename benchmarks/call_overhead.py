@@ -221,9 +221,9 @@ def _served_by(entry: Any, args: tuple[Any, ...]) -> Served:
             checks.append(v)
             return fast(*a)
 
-        def spy_run(r: tuple[Any, ...], leaves: tuple[Any, ...]) -> Any:
-            runs.append((v, r, leaves))
-            return run(r, leaves)
+        def spy_run(r: tuple[Any, ...], held: Any, leaves: tuple[Any, ...], *call: Any) -> Any:
+            runs.append((v, r + held.tensors, leaves))
+            return run(r, held, leaves, *call)
 
         v.check.fast, v.run = spy_fast, spy_run
         return fast  # an instance attribute of the check: put back after the call
@@ -263,19 +263,24 @@ def _w_overhead(cfg: dict[str, Any]) -> dict[str, Any]:
             raise RuntimeError(f"{entry.key}: compiled result differs from entry.__wrapped__")
         runner = v.runner(torch.device("cpu"))
         fast = v.check.fast(None, *leaves)
-        if type(fast) is int or len(fast) != len(r) or any(a is not b for a, b in zip(fast, r, strict=True)):
+        held = v.state_check(None)
+        if type(fast) is int or any(a is not b for a, b in zip(fast + held.tensors, r, strict=True)):
             raise RuntimeError(f"check.fast gave {fast!r:.200}, not the tensors the shim ran")
         raw = runner.run(r)
         built = v.build(raw, leaves, r)
         if not same_result(torch, built, out):
             raise RuntimeError("build(runner.run(tensors)) differs from the entry's result")
-        check = v.check.fast
         build = v.build
+
+        def check() -> object:  # arguments, then guards and weights, as the shim checks them
+            v.check.fast(None, *leaves)
+            return v.state_check(None)
+
         fns: dict[str, Callable[[], object]] = {
             "eager": lambda: entry.__wrapped__(*args),
             "full": lambda: entry(*args),
             "bare": lambda: runner.run(r),
-            "check": lambda: check(None, *leaves),
+            "check": check,
             "build": lambda: build(raw, leaves, r),
         }
         for f in fns.values():
@@ -284,10 +289,10 @@ def _w_overhead(cfg: dict[str, Any]) -> dict[str, Any]:
         res.update(interleaved(fns, cfg["rounds"], cfg["loop_ms"]))
     var = v.variant
     res.update(
-        weights=len(var.weights),
+        weights=len(var.state.weights),
         tensors=len(r),
         tensor_args=v.n_tensors,
-        guards=len(var.guards),
+        guards=sum(var.state.count().values()),
         variants=len(bound.variants),
         checks_run=served.checks_run,
         pinned=list(var.pinned),

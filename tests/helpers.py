@@ -211,6 +211,17 @@ def wheel_tags(wheel: Path) -> list[str]:
     return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Tag:")]
 
 
+def wheel_manifest(wheel: Path, package: str, dest: Path) -> Any:
+    """The manifest of ``package`` in ``wheel``, read with aot_build's own reader (entries and
+    their records) from a copy of its ``_aot_build`` folder extracted under ``dest``."""
+    from aot_build.manifest import Manifest
+
+    folder = package.replace(".", "/") + "/_aot_build/"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(dest, [n for n in zf.namelist() if n.startswith(folder)])
+    return Manifest.read(dest / folder / "manifest.json")
+
+
 def file_listing(root: Path) -> dict[str, tuple[int, int]]:
     """Every file below ``root`` with its size and modification time (ns)."""
     out: dict[str, tuple[int, int]] = {}

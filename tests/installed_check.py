@@ -253,17 +253,15 @@ def scenario_damaged(workdir: str) -> dict[str, Any]:
     installed = package_dir("example_pkg")
     copy_root = Path(workdir) / "patched"
     shutil.copytree(installed, copy_root / "example_pkg", ignore=shutil.ignore_patterns("__pycache__"))
-    manifest = json.loads((copy_root / "example_pkg" / "_aot_build" / "manifest.json").read_text())
-    files = {
-        key: [a["file"] for v in e["variants"] for a in v["artifacts"]]
-        for key, e in manifest["entries"].items()
-    }
-    # the artifact this CPU loads for the variant that serves X (batch 4, not pinned to size 1)
+    from aot_build.manifest import Manifest
     from aot_build.targets import best_cpu_target
 
-    variants = manifest["entries"]["example_pkg.blocks:mlp_block"]["variants"]
-    (served,) = [v for v in variants if not v["pinned"]]
-    by_target = {a["target"]: a["file"] for a in served["artifacts"]}
+    manifest = Manifest.read(copy_root / "example_pkg" / "_aot_build" / "manifest.json")
+    files = {key: [a.file for v in e.variants for a in v.artifacts] for key, e in manifest.entries.items()}
+    # the artifact this CPU loads for the variant that serves X (batch 4, not pinned to size 1)
+    variants = manifest.entries["example_pkg.blocks:mlp_block"].variants
+    (served,) = [v for v in variants if not v.pinned]
+    by_target = {a.target: a.file for a in served.artifacts}
     victim = by_target[best_cpu_target(set(by_target)) or ""]
     path = copy_root / "example_pkg" / "_aot_build" / victim
     data = bytearray(path.read_bytes())

@@ -3,7 +3,6 @@ rebuild that compiles nothing when nothing changed."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from aot_build.compile.cache import BuildCache
 from aot_build.compile.driver import Job, _Compiler
 from aot_build.compile.units import program_bytes
 from aot_build.discover import list_modules
+from aot_build.manifest import Manifest
 from aot_build.rules import Built, aoti
 from aot_build.settings import Settings, cache_dir, parse_size
 from aot_build.targets import parse_target
@@ -100,7 +100,7 @@ def test_settings_and_location(tmp_path: Path) -> None:
 
 def _compile(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str], **job: Any
-) -> tuple[dict[str, Any], str]:
+) -> tuple[Manifest, str]:
     build_lib = tmp_path / "build_lib"
     if not build_lib.exists():
         shutil.copytree(SAMPLE_PROJECTS / "shim_pkg", build_lib, ignore=shutil.ignore_patterns("__pycache__"))
@@ -123,7 +123,7 @@ def _compile(
         sys.path.remove(str(build_lib))
         for name in [n for n in sys.modules if n.startswith("shim_pkg")]:
             del sys.modules[name]
-    manifest = json.loads((out / "shim_pkg" / "_aot_build" / "manifest.json").read_text())
+    manifest = Manifest.read(out / "shim_pkg" / "_aot_build" / "manifest.json")
     return manifest, capsys.readouterr().out
 
 
@@ -152,10 +152,10 @@ def test_rebuild_compiles_only_what_changed(
     assert "1 hit(s), 1 compiled" in log3
     assert "shim_pkg.ops:affine [cpu-baseline] from the build cache" in log3
     assert "shim_pkg.ops:energy [cpu-baseline] compiled in" in log3
-    affine = [a["file"] for v in third["entries"]["shim_pkg.ops:affine"]["variants"] for a in v["artifacts"]]
-    energy = [a["file"] for v in third["entries"]["shim_pkg.ops:energy"]["variants"] for a in v["artifacts"]]
-    before = [a["file"] for v in first["entries"]["shim_pkg.ops:energy"]["variants"] for a in v["artifacts"]]
-    assert set(affine) <= set(first["files"]) and energy != before
+    affine = [a.file for v in third.entries["shim_pkg.ops:affine"].variants for a in v.artifacts]
+    energy = [a.file for v in third.entries["shim_pkg.ops:energy"].variants for a in v.artifacts]
+    before = [a.file for v in first.entries["shim_pkg.ops:energy"].variants for a in v.artifacts]
+    assert set(affine) <= set(first.files) and energy != before
 
     quiet, log4 = _compile(tmp_path, cache, capsys, progress=False)
     assert quiet == third and "2 hit(s), 0 compiled" in log4

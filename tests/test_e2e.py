@@ -30,6 +30,7 @@ from helpers import (
     copy_project,
     isolated_env,
     run,
+    wheel_manifest,
     wheel_metadata,
     wheel_names,
     wheel_tags,
@@ -130,21 +131,27 @@ def test_example_wheel_requirements_are_its_static_dependencies(example_dists: B
     assert "SetuptoolsDeprecationWarning" not in example_dists.log
 
 
-def test_example_wheel_ships_manifest_and_libraries(example_dists: BuiltDists) -> None:
+def test_example_wheel_ships_manifest_and_libraries(example_dists: BuiltDists, tmp_path: Path) -> None:
     names = wheel_names(example_dists.wheel)
     assert "example_pkg/_aot_build/manifest.json" in names
     libs = sorted(n for n in names if n.endswith(".so"))
     assert libs and all(n.startswith("example_pkg/_aot_build/") for n in libs), libs
     with zipfile.ZipFile(example_dists.wheel) as zf:
-        manifest = json.loads(zf.read("example_pkg/_aot_build/manifest.json"))
+        raw = json.loads(zf.read("example_pkg/_aot_build/manifest.json"))
         record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
-    assert manifest["format"] == "aot-build-manifest"
-    assert manifest["package"] == "example_pkg"
-    assert manifest["torch_version"].split("+")[0] == "2.13.0"
-    assert set(manifest["entries"]) == EXAMPLE_KEYS
-    assert sorted(f"example_pkg/_aot_build/{f}" for f in manifest["files"]) == libs
-    for entry in manifest["entries"].values():
-        assert entry["variants"] and all(v["artifacts"] for v in entry["variants"])
+    manifest = wheel_manifest(example_dists.wheel, "example_pkg", tmp_path)
+    assert raw["format"] == "aot-build-manifest"
+    assert manifest.package == "example_pkg"
+    assert manifest.torch_version.split("+")[0] == "2.13.0"
+    assert set(manifest.entries) == EXAMPLE_KEYS
+    # the libraries, the guard evaluator and one record per entry, every one listed and hashed
+    folder = "example_pkg/_aot_build/"
+    shipped = sorted(n for n in names if n.startswith(folder) and not n.endswith("manifest.json"))
+    assert sorted(f"example_pkg/_aot_build/{f}" for f in manifest.files) == shipped
+    assert sorted(raw["entries"].values()) == sorted(f for f in manifest.files if f.endswith(".json"))
+    assert f"example_pkg/_aot_build/{manifest.evaluator}" in libs
+    for entry in manifest.entries.values():
+        assert entry.variants and all(v.artifacts for v in entry.variants)
     for lib in libs:
         assert lib in record
     assert not any("/build/" in n or n.endswith(".pt2") for n in names), names
@@ -348,21 +355,20 @@ def test_failing_build_explains_and_writes_no_wheel(
 # ---------------------------------------------------------------- more projects in the same environment
 
 
-def test_src_layout_wheel(src_layout_installed: Path) -> None:
+def test_src_layout_wheel(src_layout_installed: Path, tmp_path: Path) -> None:
     names = wheel_names(src_layout_installed)
     assert "srcpkg/ops/fused.py" in names
     assert "srcpkg/_aot_build/manifest.json" in names
-    with zipfile.ZipFile(src_layout_installed) as zf:
-        manifest = json.loads(zf.read("srcpkg/_aot_build/manifest.json"))
-    assert set(manifest["entries"]) == {"srcpkg.ops.fused:fused", "srcpkg.ops.fused:fused_direct"}
-    for key, entry in manifest["entries"].items():
-        (variant,) = entry["variants"]
-        bound = [w["paths"] for w in variant["weights"]]
-        assert bound == [[{"root": ["global", "srcpkg.helpers", "SCALE"], "steps": []}]], (key, bound)
-        assert variant["embedded_constants"] == [], key
-        assert entry["source"].startswith("srcpkg/ops/fused.py:")
+    manifest = wheel_manifest(src_layout_installed, "srcpkg", tmp_path)
+    assert set(manifest.entries) == {"srcpkg.ops.fused:fused", "srcpkg.ops.fused:fused_direct"}
+    for key, entry in manifest.entries.items():
+        (variant,) = entry.variants
+        bound = [[p.label() for p in paths] for paths in variant.state.weight_paths()]
+        assert bound in ([["srcpkg.helpers.SCALE"]], [["srcpkg.ops.fused.helpers.SCALE"]]), (key, bound)
+        assert variant.embedded_constants == (), key
+        assert entry.source.startswith("srcpkg/ops/fused.py:")
         # the -C build option beat AOT_BUILD_TARGETS and pyproject.toml
-        assert [a["target"] for a in variant["artifacts"]] == ["cpu-baseline"], key
+        assert [a.target for a in variant.artifacts] == ["cpu-baseline"], key
 
 
 def test_src_layout_follows_helper_global(

@@ -158,12 +158,16 @@ def test_artifact_files_match_their_records(compiled: Compiled) -> None:
     m = compiled.manifest()
     on_disk = sorted(p.name for p in compiled.artifact_dir.iterdir())
     assert on_disk == sorted([*m.files, MANIFEST_NAME])
+    raw = json.loads((compiled.artifact_dir / MANIFEST_NAME).read_text())
+    assert sorted(raw["entries"].values()) == sorted(n for n in m.files if n.endswith(".json"))
+    assert m.evaluator in m.files
     for name, record in m.files.items():
         data = (compiled.artifact_dir / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == record.sha256
         assert len(data) == record.size
-        assert name == f"{record.sha256[:24]}.so"
-        assert data[:4] == b"\x7fELF"
+        suffix = ".json" if name in raw["entries"].values() else ".so"
+        assert name == f"{record.sha256[:24]}{suffix}"
+        assert data[:4] == b"\x7fELF" if suffix == ".so" else json.loads(data)["variants"]
     assert f"{KEY} [{host_cpu_targets()[0]}] compiled in" in compiled.log
 
 
@@ -441,8 +445,11 @@ def _loaded_artifact(root: Path) -> Path:
 
 
 def _edit_manifest(root: Path, edit: Callable[[dict[str, Any]], Any]) -> None:
+    """Edit the manifest as JSON, its entries' records inlined (the reader takes both forms)."""
     path = root / PKG / ARTIFACT_DIR / MANIFEST_NAME
     raw = json.loads(path.read_text())
+    for key, record in raw["entries"].items():
+        raw["entries"][key] = json.loads((path.parent / record).read_text())
     edit(raw)
     path.write_text(json.dumps(raw))
 

@@ -7,13 +7,11 @@ on PATH; ``dynamo`` entries need one to load (and without one fall back, saying 
 
 from __future__ import annotations
 
-import json
-import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, BuiltDists, Venv, run_script
+from helpers import SAMPLE_PROJECTS, BuiltDists, Venv, run_script, wheel_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -143,19 +141,18 @@ print("RESULT: " + json.dumps(facts))
 '''
 
 
-def test_wheel_ships_forward_and_backward_per_variant(train_dists: BuiltDists) -> None:
-    with zipfile.ZipFile(train_dists.wheel) as zf:
-        manifest = json.loads(zf.read("train_pkg/_aot_build/manifest.json"))
+def test_wheel_ships_forward_and_backward_per_variant(train_dists: BuiltDists, tmp_path: Path) -> None:
+    manifest = wheel_manifest(train_dists.wheel, "train_pkg", tmp_path)
     for key in ("train_pkg:loss", "train_pkg:Block.forward"):
-        (variant,) = manifest["entries"][key]["variants"]
-        roles = sorted((a["role"], a["rule"]) for a in variant["artifacts"])
+        (variant,) = manifest.entries[key].variants
+        roles = sorted((a.role, a.rule) for a in variant.artifacts)
         assert roles == [("backward", "aoti"), ("forward", "aoti"), ("inference", "aoti")], key
-        assert variant["training"]["num_saved"] > 0
+        assert variant.training["num_saved"] > 0
     # the dynamo rule: one artifact for no-grad calls, one (autograd inside) for training
-    (variant,) = manifest["entries"]["train_pkg:dynamo_loss"]["variants"]
-    roles = sorted((a["role"], a["rule"]) for a in variant["artifacts"])
+    (variant,) = manifest.entries["train_pkg:dynamo_loss"].variants
+    roles = sorted((a.role, a.rule) for a in variant.artifacts)
     assert roles == [("forward", "dynamo"), ("inference", "dynamo")]
-    assert variant["training"] == {}
+    assert variant.training == {}
     assert "train_pkg:loss backward [cpu-baseline] compiled" in train_dists.log
 
 

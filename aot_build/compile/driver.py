@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -24,7 +25,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import __version__, rules, trees
-from ..constants import ARTIFACT_DIR, MANIFEST_NAME, RULE_AOTI
+from ..constants import ARTIFACT_DIR, ENV_CROSS_TORCH, MANIFEST_NAME, RULE_AOTI
 from ..decorate import AotEntry
 from ..discover import discover_entries
 from ..errors import AotBuildError, CompileError, compile_failure
@@ -40,7 +41,7 @@ from .lifting import constant_tensors
 from .pool import Options, compile_program, describe_failure, run_tasks
 from .shapes import Shapes, input_leaves, read_shapes
 from .specs import dtype_name
-from .toolchain import headers_in
+from .toolchain import FloorError, binutil, build_floor, floor_args, headers_in, real_compiler
 from .trace import Traced, trace
 from .units import Compiled, ExportedEntry, Source, Task, assemble, program_bytes, program_name, tasks_of
 
@@ -139,10 +140,22 @@ def _artifact_folder(staging: Path, package: str) -> Path:
 
 
 def evaluator_unit(out_dir: Path) -> Built:
-    """The guard evaluator every package of the build ships (:mod:`aot_build.guards.native`)."""
+    """The guard evaluator every package of the build ships (:mod:`aot_build.guards.native`),
+    held to the build's manylinux floor; in a cross build, compiled by the target's C compiler
+    (``CC``, else the C compiler beside ``CXX``: ``aarch64-linux-gnu-gcc``)."""
     try:
-        return native.build_unit(out_dir)
-    except native.EvaluatorBuildError as exc:
+        cc = native.c_compiler()
+        if os.environ.get(ENV_CROSS_TORCH, "").strip():
+            cxx = real_compiler()
+            beside = cxx[: -len("g++")] + "gcc" if cxx.endswith("g++") else ""
+            cc = shlex.split(os.environ["CC"]) if os.environ.get("CC") else [beside or cxx]
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            floor = floor_args(build_floor(), cc[0], Path(tmp))
+            strip = binutil(cc[0], "strip")
+            return native.build_unit(
+                out_dir, cc=cc, compile_args=floor.compile, link_args=floor.link, strip=strip
+            )
+    except (native.EvaluatorBuildError, FloorError) as exc:
         raise CompileError(str(exc)) from exc
 
 
@@ -164,6 +177,18 @@ def check_toolchain(strip: bool) -> None:
             "note: strip = true, but there is no 'strip' on PATH (binutils): the libraries ship "
             "with their symbol tables, about 5x larger. Install binutils, or set strip = false"
         )
+
+
+def random_ops(ep: torch.export.ExportedProgram) -> list[str]:
+    """The random operators the program calls (``aten.randn``, ``aten.dropout``...), sorted."""
+    found = {
+        str(n.target.overloadpacket)
+        for n in ep.graph.nodes
+        if n.op == "call_function"
+        and isinstance(n.target, torch._ops.OpOverload)
+        and torch.Tag.nondeterministic_seeded in n.target.tags
+    }
+    return sorted(found)
 
 
 def mutated_inputs(traced: Traced, iset: InputSet) -> list[str]:
@@ -280,6 +305,12 @@ class _Compiler:
                 "function (e.g. torch.tensor literals), so baked into the artifact"
             )
         traced.embedded = embedded
+        random = random_ops(traced.ep)
+        if random:
+            say(
+                f"note: {entry.key} draws random numbers ({', '.join(random)}): its compiled calls "
+                "draw another stream than eager Python under the same seed (as torch.compile's do)"
+            )
         return traced
 
     @staticmethod

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..names import resolve as resolve_ref
 from .checks import KINDS, MISSING, Check, problem
 from .paths import ObjPath, PathError, resolve
 from .tree import StateTree
@@ -66,7 +67,6 @@ class BoundState:
         #: The bound constant of each check, aligned with :attr:`flat`.
         self.consts: list[Any] = []
         self.program = self._bind()
-        self.has_self = any(n.parent < 0 and n.step == "self" for n in tree.nodes)
         self._native = native.Evaluator(self.program) if native is not None else None
         self.check: Callable[[Any, Any], int] = (
             self._native.check if self._native is not None else self.check_python
@@ -80,7 +80,6 @@ class BoundState:
 
     def _bind(self) -> list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]]:
         program = []
-        found: dict[int, Any] = {}
         for i, node in enumerate(self.tree.nodes):
             if node.parent < 0:
                 op, key = self._root(node.step, node.key)
@@ -89,9 +88,9 @@ class BoundState:
             checks = []
             for c in node.checks:
                 kind = KINDS[c.kind]
-                at = None
-                if c.kind == "id" and isinstance(c.expect, dict) and "code" in c.expect:
-                    at = found.get(i, MISSING) if i in found else self._found(i, found)
+                # a local function's code is recognised by its fingerprint, at its path now
+                code_id = c.kind == "id" and isinstance(c.expect, dict) and "code" in c.expect
+                at = self._found(i) if code_id else None
                 try:
                     const = kind.bind(c.expect, at)
                 except (ValueError, TypeError, KeyError, IndexError) as exc:
@@ -111,8 +110,6 @@ class BoundState:
             module = sys.modules.get(key[0])
             if module is None:
                 try:
-                    from ..names import resolve as resolve_ref
-
                     module = resolve_ref(f"{key[0]}:")
                 except LookupError as exc:
                     raise BindError(str(exc)) from exc
@@ -124,18 +121,15 @@ class BoundState:
             cells = self.fn.__closure__ or ()
             return OP_CELL, cells[code.co_freevars.index(key[0])]
         try:
-            from ..names import resolve as resolve_ref
-
             return OP_REF, resolve_ref(key[0])
         except LookupError as exc:
             raise BindError(str(exc)) from exc
 
-    def _found(self, i: int, found: dict[int, Any]) -> Any:
+    def _found(self, i: int) -> Any:
         try:
-            found[i] = resolve(self.tree.path(i), None, self.fn)
+            return resolve(self.tree.path(i), None, self.fn)
         except PathError:
-            found[i] = MISSING
-        return found[i]
+            return MISSING
 
     # ------------------------------------------------------------------ checking
 

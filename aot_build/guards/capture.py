@@ -242,7 +242,12 @@ class _Translator:
         base: ObjPath | None = self.path(base_source)
         if base is None:
             return None
-        if kind in (S.NNModuleSource, S.UnspecializedNNModuleSource, S.UnspecializedBuiltinNNModuleSource):
+        if kind in (
+            S.NNModuleSource,
+            S.UnspecializedNNModuleSource,
+            S.UnspecializedBuiltinNNModuleSource,
+            S.SkipGuardSource,
+        ):
             return base
         if kind in (
             S.AttrSource,
@@ -324,14 +329,17 @@ class _Translator:
     # ------------------------------------------------------------------ guards
 
     def run(self, guards: list[Any], traced_code: list[types.CodeType]) -> Captured:
+        from torch._dynamo.source import is_from_skip_guard_source
         from torch._guards import Guard
 
         hooks_read = False
         for guard in sorted(guards, key=Guard.sort_key):
             kind = guard.create_fn_name()
-            if kind in _AMBIENT:
-                continue
             source = guard.originating_source
+            if kind in _AMBIENT or is_from_skip_guard_source(source):
+                continue  # the shim checks global state itself; Dynamo leaves stdlib modules unguarded
+            if kind == "DUPLICATE_INPUT" and is_from_skip_guard_source(guard.create_fn.keywords["source_b"]):
+                continue
             if kind == "TENSOR_MATCH" and type(source).__name__ == "NumpyTensorSource":
                 self._numpy(source.base)
                 continue
@@ -357,7 +365,11 @@ class _Translator:
         elif kind in _IDENTITY or kind == "CLOSURE_MATCH":
             self._identity(path, self.value(path))
         elif kind in _VALUE:
-            self._equals(path, self.value(path))
+            value = self.value(path)
+            if isinstance(value, types.CodeType):  # code objects count as constants to Dynamo
+                self._identity(path, value)
+            else:
+                self._equals(path, value)
         elif kind == "SEQUENCE_LENGTH":
             value = self.value(path)
             add(path, Check("type", self._class_ref(type(value), path)))

@@ -53,8 +53,17 @@ def c_compiler() -> list[str]:
     )
 
 
-def build(out_dir: Path, extra_flags: list[str] | None = None) -> Path:
+def build(
+    out_dir: Path,
+    cc: list[str] | None = None,
+    compile_args: tuple[str, ...] = (),
+    link_args: tuple[str, ...] = (),
+    strip: str = "strip",
+) -> Path:
     """Compile the evaluator into ``out_dir`` as ``<sha256[:24]>.so``; return its path.
+    ``cc``: the C compiler command (default :func:`c_compiler`); ``compile_args`` and
+    ``link_args`` go around the source (a manylinux floor's, see
+    :func:`aot_build.compile.toolchain.floor_args`); ``strip``: the target's strip tool.
     EvaluatorBuildError says what is missing (a compiler, Python's headers)."""
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").is_file():
@@ -64,41 +73,32 @@ def build(out_dir: Path, extra_flags: list[str] | None = None) -> Path:
             f"python{sys.version_info[0]}.{sys.version_info[1]}-dev (Debian/Ubuntu), dnf install "
             "python3-devel (Fedora/RHEL)"
         )
-    cc = c_compiler()
+    cc = cc or c_compiler()
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         staged = Path(tmp) / f"{MODULE}.so"
         cmd = [
-            *cc,
-            "-O2",
-            "-shared",
-            "-fPIC",
-            "-fvisibility=hidden",
-            "-std=c11",
-            f"-ffile-prefix-map={SOURCE.parent}={SOURCE_PREFIX}",
-            f"-I{include}",
-            *(extra_flags or []),
-            str(SOURCE),
-            "-o",
-            str(staged),
-        ]
+            *cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-std=c11",
+            f"-ffile-prefix-map={SOURCE.parent}={SOURCE_PREFIX}", f"-I{include}", *compile_args,
+            str(SOURCE), "-o", str(staged), *link_args,
+        ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise EvaluatorBuildError(
                 f"compiling aot_build's guard evaluator failed:\n  $ {shlex.join(cmd)}\n{proc.stderr.strip()}"
             )
-        if shutil.which("strip"):
-            subprocess.run(["strip", "--strip-unneeded", str(staged)], check=True)
+        if shutil.which(strip):
+            subprocess.run([strip, "--strip-unneeded", str(staged)], check=True)
         data = staged.read_bytes()
         final = out_dir / f"{hashlib.sha256(data).hexdigest()[:24]}.so"
         shutil.move(str(staged), final)
     return final
 
 
-def build_unit(out_dir: Path, extra_flags: list[str] | None = None) -> Built:
+def build_unit(out_dir: Path, **options: Any) -> Built:
     """:func:`build`, described as a build unit (for the manifest's file list)."""
     from ..rules import Built
 
-    path = build(out_dir, extra_flags)
+    path = build(out_dir, **options)
     data = path.read_bytes()
     return Built(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data), isa="")
 

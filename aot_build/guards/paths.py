@@ -101,7 +101,12 @@ class ObjPath(NamedTuple):
                 and nxt is not None
                 and nxt[0] == "item"
                 and isinstance(nxt[1], str)
-            ) or (step == "dict" and nxt is not None and nxt[0] == "item" and isinstance(nxt[1], str)):
+            ) or (
+                (step == "dict" or (step == "getattr" and key == "__dict__"))
+                and nxt is not None
+                and nxt[0] == "item"
+                and isinstance(nxt[1], str)
+            ):
                 text += f".{nxt[1]}"
                 i += 2
                 continue

@@ -1,0 +1,92 @@
+import collections
+import functools
+import os
+import types
+
+import numpy as np
+import torch
+from torch import nn
+
+from aot_build import aot_entry
+
+
+def make_scaler(z: float):  # a factory-made helper: its closure cell changes through nonlocal
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return x * z
+
+    def set_z(v: float) -> None:
+        nonlocal z
+        z = v
+
+    return scale, set_z
+
+
+SCALER, SET_Z = make_scaler(2.0)
+
+
+class Const:  # a constants class
+    K = 3.0
+
+
+class AttrDict(dict):  # EasyDict-style config
+    def __getattr__(self, key: str):
+        try:
+            return self[key]
+        except KeyError as exc:
+            raise AttributeError(key) from exc
+
+
+class Gate(nn.Module):
+    BIAS = 0.5
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    @aot_entry(example_inputs=lambda: (Gate().eval(), torch.randn(4, 8)))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.lin(x)) * type(self).BIAS
+
+
+NS = types.SimpleNamespace(scale=1.5)
+CFG = AttrDict(shift=0.25, act="gelu")
+OD = collections.OrderedDict(gain=1.0)
+MIXED = {"net": nn.Linear(8, 8), "alpha": 0.5}
+FLAGS = {"clip"}
+NP_SCALE = np.float32(2.0)
+ACTS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu}
+CLAMP = functools.partial(torch.clamp, min=-1.0)
+GATE = Gate().eval()
+CACHE_K = 4.0
+
+
+@functools.lru_cache
+def cached(n: int) -> float:
+    return n * CACHE_K
+
+
+@aot_entry(example_inputs=lambda: (torch.randn(4, 8),))
+def reads_state(x: torch.Tensor) -> torch.Tensor:
+    y = GATE.lin(x) * Const.K * NS.scale + CFG.shift
+    y = ACTS[CFG.act](y) * OD["gain"]
+    y = MIXED["net"](y) * MIXED["alpha"]
+    if "clip" in FLAGS:
+        y = CLAMP(y)
+    y = SCALER(y) * NP_SCALE
+    if os.environ.get("STATE_PKG_SHIFT") == "1":
+        y = y + 1
+    return y * cached(2)
+
+
+_LAZY: dict[int, float] = {}
+
+
+def lazy(k: int) -> float:  # a global table filled on first use
+    if k not in _LAZY:
+        _LAZY[k] = k * Const.K
+    return _LAZY[k]
+
+
+@aot_entry(example_inputs=lambda: (torch.randn(4, 8),))
+def reads_lazy(x: torch.Tensor) -> torch.Tensor:
+    return x * lazy(3)
