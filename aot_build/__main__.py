@@ -44,7 +44,16 @@ def _step_parsers(sub: Any) -> None:
         p.add_argument("--project", type=Path, default=Path(), help="folder of pyproject.toml")
         p.add_argument("--path", type=Path, help="folder the package imports from (default: --project)")
 
-    common(sub.add_parser("entries", help="list the project's @aot_entry keys"))
+    ent = sub.add_parser("entries", help="list the project's @aot_entry keys")
+    common(ent)
+    ent.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="(repeated) fail unless the entries are exactly these, naming each difference",
+    )
+    ent.add_argument("--listed-in", default="the expected entries", help="what gave --expect, for messages")
     exp = sub.add_parser("export", help="export one entry: its record and programs, into --out")
     common(exp)
     exp.add_argument("--entry", required=True, help="module:qualname")
@@ -72,7 +81,10 @@ def _run_step(args: argparse.Namespace) -> None:
     project = args.project.resolve()
     path = (args.path or args.project).resolve()
     if args.command == "entries":
-        print("\n".join(steps.entries(project, path)))
+        if args.expect:
+            print("\n".join(steps.check_entries(project, path, args.expect, args.listed_in)))
+        else:
+            print("\n".join(steps.entries(project, path)))
     elif args.command == "export":
         steps.export(project, path, args.entry, targets, args.out.resolve())
     else:

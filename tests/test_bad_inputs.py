@@ -120,9 +120,10 @@ E = "aot-build: error: bad_compiles_pkg.ops:"
         ),
         pytest.param(
             [
-                "bad_compiles_pkg.ops:data_dependent (bad_compiles_pkg/ops.py:20): torch.export failed: "
-                "GuardOnDataDependentSymNode",
-                "make the function traceable by torch.export (no data-dependent Python control flow",
+                "bad_compiles_pkg.ops:data_dependent (bad_compiles_pkg/ops.py:20): torch.compile's tracer "
+                "(Dynamo)",
+                "stopped with Unsupported: Data-dependent branching",
+                "make the function traceable as torch.compile(fullgraph=True) traces it",
             ],
             id="data-dependent-control-flow",
         ),

@@ -275,7 +275,7 @@ def test_cli_in_the_installed_environment(
     props = json.loads(schema.stdout)["properties"]
     assert set(props) == {
         "targets", "optional-targets", "modules", "exclude", "strip", "cache", "cache-dir", "cache-max-size",
-        "jobs", "progress", "rule", "inductor-options",
+        "jobs", "progress", "rule", "inductor-options", "manylinux",
     }
     installed = run(
         [fresh_venv.python, "-m", "aot_build", "inspect", "example_pkg", "--json"], cwd=tmp_path, env=env
@@ -312,7 +312,8 @@ def _decorated_lines(source: Path, function: str) -> set[str]:
             "graph_break",
             [
                 "graph_break_pkg.ops:branchy (graph_break_pkg/ops.py:{line})",
-                "torch.export failed",
+                "stopped with Unsupported: Data-dependent branching",
+                "no Python control flow on tensor values",
                 "no wheel was written",
             ],
         ),
@@ -325,15 +326,6 @@ def _decorated_lines(source: Path, function: str) -> set[str]:
             ],
         ),
         ("unknown_key", ["unknown key 'target' in [tool.aot-build]. Did you mean 'targets'?"]),
-        (
-            "outside_tensor",
-            [
-                "outside_tensor_pkg.ops:scaled (outside_tensor_pkg/ops.py:",
-                "reads 1 tensor(s) that exist outside the function but not in package",
-                "a closure variable",
-                "no wheel was written",
-            ],
-        ),
     ],
 )
 def test_failing_build_explains_and_writes_no_wheel(

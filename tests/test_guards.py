@@ -424,3 +424,21 @@ def test_the_evaluator_is_built_reproducibly(tmp_path: Path) -> None:
     a = native.build(tmp_path)
     b = native.build(tmp_path)
     assert a == b and a.name.endswith(".so")
+
+
+def test_a_named_tuple_made_inside_is_traced(pkg: types.ModuleType, evaluator: Any) -> None:
+    check = Checker(pkg.named_tuple, evaluator)
+    assert check() == -1  # the exec-made __new__'s globals are not guarded (no path finds them)
+
+
+def test_a_tensor_held_in_a_closure_cell_is_a_weight(pkg: types.ModuleType, evaluator: Any) -> None:
+    """Read through the cell on every call: a new tensor put there is the one passed."""
+    check = Checker(pkg.closure_tensor, evaluator)
+    ((path,),) = check.tree.weight_paths()
+    assert path.label() == "guard_pkg.state.SCALE_OF.__closure__[0].cell_contents"
+    assert check() == -1
+    pkg.SCALE_OF.__closure__[0].cell_contents = torch.ones(4)
+    code = check()
+    assert check.python.is_weight(code)
+    check.weights = tuple(check.python.gather(None))
+    assert check() == -1 and check.weights[0] is pkg.SCALE_OF.__closure__[0].cell_contents

@@ -7,15 +7,22 @@ back naming the missing rule.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, Venv, build_env, isolated_env, run, run_script
+from helpers import (
+    SAMPLE_PROJECTS,
+    Venv,
+    build_env,
+    isolated_env,
+    run,
+    run_script,
+    wheel_manifest,
+    wheel_names,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -96,24 +103,19 @@ def venv(fresh_venv: Venv, e2e_dir: Path, links: Path, user_wheel: tuple[Path, s
 STRICT_CALL = "import torch, rule_user_pkg as p\nwith torch.no_grad(): p.head(torch.randn(4, 16))"
 
 
-def test_manifest_records_each_entrys_rule(user_wheel: tuple[Path, str]) -> None:
+def test_manifest_records_each_entrys_rule(user_wheel: tuple[Path, str], tmp_path: Path) -> None:
     wheel, log = user_wheel
-    with zipfile.ZipFile(wheel) as zf:
-        manifest = json.loads(zf.read("rule_user_pkg/_aot_build/manifest.json"))
-        names = zf.namelist()
+    names = wheel_names(wheel)
+    manifest = wheel_manifest(wheel, "rule_user_pkg", tmp_path)
     rules = {
-        key: {
-            (a["rule"], a["rule_version"], Path(a["file"]).suffix)
-            for v in e["variants"]
-            for a in v["artifacts"]
-        }
-        for key, e in manifest["entries"].items()
+        key: {(a.rule, a.rule_version, Path(a.file).suffix) for v in e.variants for a in v.artifacts}
+        for key, e in manifest.entries.items()
     }
     assert rules == {
         "rule_user_pkg:head": {("exported", "1", ".pt2")},
         "rule_user_pkg:scores": {("aoti", "1", ".so")},
     }
-    assert all(f"rule_user_pkg/_aot_build/{f}" in names for f in manifest["files"])
+    assert all(f"rule_user_pkg/_aot_build/{f}" in names for f in manifest.files)
     assert "[cpu-baseline] compiled" in log
 
 

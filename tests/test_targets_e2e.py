@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CommandFailed, Venv, build_sample, describe, isolated_env, run
+from helpers import CommandFailed, Venv, build_sample, describe, isolated_env, run, wheel_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -55,12 +54,10 @@ def multi_target_wheel(e2e_dir: Path, inductor_cache: Path) -> Path:
 def artifacts(multi_target_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """target name → the library the wheel ships for it, extracted."""
     dest = tmp_path_factory.mktemp("multi-target-wheel")
-    with zipfile.ZipFile(multi_target_wheel) as zf:
-        zf.extractall(dest)
-    manifest = json.loads((dest / "multi_target/_aot_build/manifest.json").read_text())
-    (entry,) = manifest["entries"].values()
-    (variant,) = entry["variants"]
-    return {a["target"]: dest / "multi_target/_aot_build" / a["file"] for a in variant["artifacts"]}
+    manifest = wheel_manifest(multi_target_wheel, "multi_target", dest)
+    (entry,) = manifest.entries.values()
+    (variant,) = entry.variants
+    return {a.target: dest / "multi_target/_aot_build" / a.file for a in variant.artifacts}
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from ..manifest import Entry, Manifest, Variant
 from ..names import package_root
 from ..rules import Built
 from ..targets import Target, cuda_build_problem, expand_aliases, machine, parse_target
+from . import reuse
 from .cache import BuildCache
 from .inputs import InputSet, input_sets, pinned_copies
 from .joint import JointPrograms, export_joint
@@ -219,8 +220,10 @@ def mutated_inputs(traced: Traced, iset: InputSet) -> list[str]:
 
 
 class _Compiler:
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, record: str | None = None) -> None:
         self.job = job
+        #: The key to record a successful build under (reuse.py); None: not recorded.
+        self.record = record
         self.build_lib = Path(job.build_lib)
         self.targets = parse_targets(expand_aliases(job.targets), "[tool.aot-build] targets")
         self.skipped: list[dict[str, str]] = []
@@ -575,13 +578,20 @@ class _Compiler:
             for top in sorted(tops - set(manifests)):
                 manifests[top] = replace(self.header(), package=top)
             total = 0
+            lines: list[str] = []
             for top, manifest in sorted(manifests.items()):
                 folder = _artifact_folder(staging, top)
                 folder.mkdir(parents=True, exist_ok=True)
                 for name in manifest.files:
                     shutil.copyfile(libs / name, folder / name)
                 manifest.write(folder / MANIFEST_NAME)
-                total += self.report(manifest)
+                size, line = self.report(manifest)
+                total += size
+                lines.append(line)
+        if self.record and not self.unsaved and not self.skipped:
+            reuse.save(
+                asdict(self.job), os.environ, self.record, reuse.imported_files(), len(compiled), total, lines
+            )
         cached = (
             f"; build cache {self.cache.root}: {self.hits} hit(s), {self.misses} compiled"
             if self.cache.root is not None
@@ -594,8 +604,8 @@ class _Compiler:
         return 0
 
     @staticmethod
-    def report(manifest: Manifest) -> int:
-        """Say what one package ships; its size in bytes."""
+    def report(manifest: Manifest) -> tuple[int, str]:
+        """Say what one package ships; its size in bytes and the line said."""
         size = sum(f.size for f in manifest.files.values())
         per_target: dict[str, int] = {}
         seen: set[str] = set()
@@ -606,14 +616,16 @@ class _Compiler:
                         seen.add(a.file)
                         per_target[a.target] = per_target.get(a.target, 0) + manifest.files[a.file].size
         detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in per_target.items())
-        say(
+        line = (
             f"package {manifest.package}: {len(manifest.entries)} entries, {len(manifest.files)} files, "
             f"{size / 1e6:.2f} MB ({detail})"
         )
-        return size
+        say(line)
+        return size, line
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, record: str | None = None) -> int:
+    """The build's child process; ``record``: the key to record a successful build under."""
     argv = sys.argv[1:] if argv is None else argv
     # torch's own deprecation chatter while pickling tree specs; it says nothing to users.
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
@@ -622,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     job = Job(**json.loads(Path(argv[0]).read_text()))
     try:
-        return _Compiler(job).run()
+        return _Compiler(job, record).run()
     except AotBuildError as exc:
         print(f"\naot-build: error: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -8,11 +8,13 @@ files of earlier steps) and writes only into its output folder; the files are th
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
 
 from ..constants import MANIFEST_NAME
+from ..decorate import AotEntry
 from ..discover import discover_entries, list_modules
 from ..errors import CompileError
 from ..names import package_root
@@ -21,6 +23,7 @@ from .driver import (
     Job,
     _artifact_folder,
     _Compiler,
+    _where,
     check_toolchain,
     evaluator_unit,
     manifest_header,
@@ -49,15 +52,47 @@ def _compiler(project: Path, path: Path) -> _Compiler:
     return _Compiler(job)
 
 
-def entries(project: Path, path: Path) -> list[str]:
-    """The entry keys of the project's packages under ``path`` (for a BUILD file)."""
+def _discover(project: Path, path: Path) -> list[AotEntry]:
     s = _settings(project)
     packages = sorted(
         ".".join(p.relative_to(path).parent.parts) for p in path.rglob("__init__.py")
     )
     modules = s.modules or list_modules(path, packages, s.exclude)
     sys.path.insert(0, str(path))
-    return [e.key for e in discover_entries(modules, packages, path)]
+    return discover_entries(modules, packages, path)
+
+
+def entries(project: Path, path: Path) -> list[str]:
+    """The entry keys of the project's packages under ``path`` (for a BUILD file)."""
+    return [e.key for e in _discover(project, path)]
+
+
+def check_entries(project: Path, path: Path, expected: list[str], listed_in: str) -> list[str]:
+    """The project's entry keys, once they are exactly ``expected`` (the list a build file
+    gives, ``listed_in`` names it); else a CompileError naming each entry missing from the
+    list (it would ship without artifacts) and each listed key that is no entry, and the
+    list to write."""
+    found = {e.key: e for e in _discover(project, path)}
+    missing = [k for k in sorted(found) if k not in expected]
+    extra = [k for k in expected if k not in found]
+    if not missing and not extra:
+        return sorted(found)
+    lines = [f"{listed_in} differ from the project's @aot_entry functions:"]
+    lines += [
+        f"  missing: {_where(found[k], path)}: add {json.dumps(k)} (else it ships without artifacts "
+        "and runs as Python on every user's machine)"
+        for k in missing
+    ]
+    lines += [
+        f"  extra: {json.dumps(k)} is no @aot_entry of the project: remove it (or fix its name)"
+        for k in extra
+    ]
+    body = "".join(f"\n        {json.dumps(k)}," for k in sorted(found))
+    lines.append(
+        f"  the list to write:\n    entries = [{body}\n    ],\n  "
+        "(python -m aot_build entries --project DIR prints the keys)"
+    )
+    raise CompileError("\n".join(lines))
 
 
 def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -> None:

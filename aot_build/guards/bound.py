@@ -80,6 +80,7 @@ class BoundState:
 
     def _bind(self) -> list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]]:
         program = []
+        refs: dict[tuple[str, str], Any] = {}  # the classes and objects named, each resolved once
         for i, node in enumerate(self.tree.nodes):
             if node.parent < 0:
                 op, key = self._root(node.step, node.key)
@@ -91,12 +92,15 @@ class BoundState:
                 # a local function's code is recognised by its fingerprint, at its path now
                 code_id = c.kind == "id" and isinstance(c.expect, dict) and "code" in c.expect
                 at = self._found(i) if code_id else None
+                named = (c.kind, str(c.expect)) if c.kind in ("type", "id") and not code_id else None
                 try:
-                    const = kind.bind(c.expect, at)
+                    const = refs[named] if named in refs else kind.bind(c.expect, at)
                 except (ValueError, TypeError, KeyError, IndexError) as exc:
                     raise BindError(
                         f"node {i} ({self.tree.path(i).label()}): bad {c.kind} check: {exc}"
                     ) from exc
+                if named is not None:
+                    refs[named] = const
                 checks.append((len(self.flat), kind.opcode, const))
                 self.flat.append((i, c))
                 self.consts.append(const)

@@ -215,7 +215,8 @@ class _Translator:
     # ------------------------------------------------------------------ sources
 
     def path(self, source: Any) -> ObjPath | None:
-        """The portable path of a Dynamo source; None for one rooted at an argument."""
+        """The portable path of a Dynamo source; None for one rooted at an argument (or in the
+        globals of exec-made code, see :meth:`_global`)."""
         key = source
         if key not in self._paths:
             self._paths[key] = self._path(source)
@@ -235,11 +236,12 @@ class _Translator:
         if kind is S.GlobalSource:
             return self._global(source.global_name)
         if kind is S.GlobalWeakRefSource:
-            return self._global(source.global_name).child("call")
+            ref = self._global(source.global_name)
+            return ref.child("call") if ref is not None else None
         base_source = getattr(source, "base", None)
         if base_source is None:
             raise self._unsupported(source, "a root")
-        base: ObjPath | None = self.path(base_source)
+        base = self.path(base_source)
         if base is None:
             return None
         if kind in (
@@ -281,11 +283,15 @@ class _Translator:
             return base.child("call")
         raise self._unsupported(source, "a source")
 
-    def _global(self, name: str) -> ObjPath:
+    def _global(self, name: str) -> ObjPath | None:
         if name in self.import_sources:  # a module an inlined function uses, as Dynamo imports it
             return ObjPath(("ref", f"{self.import_sources[name]}:"))
         if name not in self.installed:
             return ObjPath(("global", self.module, name))
+        if name.startswith("___unnamed_scope_"):
+            # the globals of code made by exec (a NamedTuple's generated __new__): no import path
+            # finds them again; they hold the builtins that generated code calls
+            return None
         value = self.installed[name]
         if isinstance(value, dict) and value is vars(sys.modules["builtins"]):
             return ObjPath(("ref", "builtins:")).child("dict")

@@ -30,7 +30,7 @@ import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import values
 from ..names import qualified_name, resolve
@@ -39,8 +39,7 @@ from ..names import qualified_name, resolve
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<not found>"})()
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """One check: a :data:`KINDS` name and its expectation in manifest (JSON) form."""
 
     kind: str

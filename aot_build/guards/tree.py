@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .checks import KINDS, Check
 from .paths import ROOTS, ObjPath, check_root, decode_step, encode_key
@@ -58,10 +58,9 @@ class TensorSpec:
         )
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One object the guards read: the root or step that reaches it from its parent, and the
-    checks made on it."""
+    checks made on it (a tuple: thousands are made when an entry is first called)."""
 
     parent: int
     step: str

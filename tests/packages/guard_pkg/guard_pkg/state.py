@@ -216,3 +216,28 @@ LOCAL = _local_instance()
 
 def local_class(x: torch.Tensor) -> torch.Tensor:
     return x * LOCAL.scale
+
+
+# -- code made by exec (a NamedTuple's __new__), a tensor held in a closure cell
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def named_tuple(x: torch.Tensor) -> torch.Tensor:
+    p = Pair(x * 2, x + 1)
+    return p.a + p.b
+
+
+def _make_scale() -> object:
+    scale = torch.full((4,), 2.0)
+
+    def get() -> torch.Tensor:
+        return scale
+
+    return get
+
+
+SCALE_OF = _make_scale()
+
+
+def closure_tensor(x: torch.Tensor) -> torch.Tensor:
+    return x * SCALE_OF()  # type: ignore[operator]
