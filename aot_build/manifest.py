@@ -431,8 +431,13 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "embedded_constants": list(v.embedded_constants),
         "artifacts": [
             {
-                "target": a.target, "device": a.device, "rule": a.rule, "file": a.file, "isa": a.isa,
-                "rule_version": a.rule_version, "role": a.role,
+                "target": a.target,
+                "device": a.device,
+                "rule": a.rule,
+                "file": a.file,
+                "isa": a.isa,
+                "rule_version": a.rule_version,
+                "role": a.role,
             }
             for a in v.artifacts
         ],

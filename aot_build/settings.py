@@ -133,10 +133,21 @@ def _toml_key(name: str) -> str:
 
 _FIELDS = {_toml_key(f.name): f for f in dataclasses.fields(Settings)}
 _JSON_TYPES = {
-    "bool": "boolean", "int": "integer", "str": "string", "list[str]": "array", "dict[str, Any]": "object"
+    "bool": "boolean",
+    "int": "integer",
+    "str": "string",
+    "list[str]": "array",
+    "dict[str, Any]": "object",
 }
 _SIZE_UNITS = {
-    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
 }
 
 
@@ -218,7 +229,7 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
         _check_type(where, key, value, f)
         if f.name == "cache_max_size" and parse_size(value) is None:
             raise ConfigError(
-                f"{where}: [tool.{TOOL_TABLE}] cache-max-size {value!r} is not a size; write e.g. \"5GB\""
+                f'{where}: [tool.{TOOL_TABLE}] cache-max-size {value!r} is not a size; write e.g. "5GB"'
             )
         if f.name == "inductor_options":
             taken = sorted(set(value) & set(RESERVED_OPTIONS))

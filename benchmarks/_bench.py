@@ -241,7 +241,6 @@ def rendered(args: Any, render: Callable[[dict[str, Any]], str]) -> bool:
     return bool(args.render)
 
 
-
 def publish(report: dict[str, Any], text: str, json_path: Path | None, log: Callable[[str], None]) -> int:
     """Print the tables ``text``; write the raw ``report`` to ``json_path`` when given."""
     print(text)

@@ -6,7 +6,7 @@ importing the shim.
 Usage (from the repository root, with the dev venv; diffusers for the UNet:
 ``.venv/bin/pip install -r benchmarks/requirements.txt``)::
 
-    .venv/bin/python benchmarks/guard_cost.py [--models bert,vit,...] [--rounds N] [--first-runs N] [--json OUT]
+    .venv/bin/python benchmarks/guard_cost.py [--models bert,vit] [--rounds N] [--first-runs N] [--json F]
     .venv/bin/python benchmarks/guard_cost.py --render OUT.json
 
 Models (random weights from small configs, one static input each; ``MODELS`` below):
@@ -237,7 +237,10 @@ def _w_steady(cfg: dict[str, Any]) -> dict[str, Any]:
         ref = eager(*args)
         if not same_result(torch, entry(*args), ref):
             raise RuntimeError(f"{name}: aot_build's result differs from eager")
-        fns: dict[str, Callable[[], object]] = {"eager": lambda: eager(*args), "aot_build": lambda: entry(*args)}
+        fns: dict[str, Callable[[], object]] = {
+            "eager": lambda: eager(*args),
+            "aot_build": lambda: entry(*args),
+        }
         fns["bare_library"] = parts.pop("bare")
         if cfg.get("pt2"):
             package = torch._inductor.aoti_load_package(cfg["pt2"])
@@ -331,7 +334,8 @@ def render(report: dict[str, Any]) -> str:
         f"{report['loadavg_after'][0]:.2f} after; medians of {report['rounds']} rounds, µs per call",
         "",
         "| model | guards / paths | weights | eager | aot_build | bare library | overhead (goal) | "
-        "AOTI package | torch.compile | aot_build / AOTI | aot_build / compile | state check | args | weights |",
+        "AOTI package | torch.compile | aot_build / AOTI | aot_build / compile | state check | args "
+        "| weights |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in report["steady"].items():
@@ -347,10 +351,15 @@ def render(report: dict[str, Any]) -> str:
             f"| {name} | {r['guards']:,} / {r['paths'] or '—'} | {r['weights']} | {number(m['eager'])} | "
             f"{number(m['aot_build'])} | {number(bare)} | {number(over)} ({number(goal)}) | {number(aoti)} | "
             f"{number(comp)} | {number(m['aot_build'] / aoti, 2) if aoti else '—'} | "
-            f"{number(m['aot_build'] / comp, 2) if comp else '—'} | {number(m.get('state', m.get('check')))} | "
-            f"{number(m.get('args'))} | {number(m.get('weights'))} |"
+            f"{number(m['aot_build'] / comp, 2) if comp else '—'} | "
+            f"{number(m.get('state', m.get('check')))} | {number(m.get('args'))} | "
+            f"{number(m.get('weights'))} |"
         )
-    lines += ["", "| model | first call, eager (ms) | first call, aot_build (ms) | over eager (ms) |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "| model | first call, eager (ms) | first call, aot_build (ms) | over eager (ms) |",
+        "|---|---|---|---|",
+    ]
     for name, r in report["first"].items():
         if "error" in r:
             lines.append(f"| {name} | error: {first_line(r['error'])} |")

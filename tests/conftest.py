@@ -112,7 +112,6 @@ def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> 
     return Compiled(build_lib, proc.stdout + proc.stderr, left)
 
 
-
 # ---------------------------------------------------------------- end-to-end fixtures
 
 

@@ -117,8 +117,12 @@ def test_eight_threads_race_to_the_first_call(compiled: Compiled, tmp_path: Path
         """,
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, AOT_BUILD_STRICT="1"),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path, AOT_BUILD_STRICT="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     facts = _result(proc)
     assert facts["errors"] == []
@@ -157,8 +161,12 @@ def test_fork_spawn_and_dataloader_workers(compiled: Compiled, tmp_path: Path) -
         """,
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, AOT_BUILD_STRICT="1"),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path, AOT_BUILD_STRICT="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     facts = _result(proc)
     target = facts["parent"]
@@ -204,8 +212,12 @@ def test_library_load_failing_for_lack_of_memory_falls_back(compiled: Compiled, 
         """,
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, OMP_NUM_THREADS="1"),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     facts = _result(proc)
     assert len(facts["warnings"]) == 1, facts
@@ -244,8 +256,12 @@ def test_nothing_is_written_at_run_time(compiled: Compiled, tmp_path: Path) -> N
         """,
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, AOT_BUILD_STRICT="1"),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path, AOT_BUILD_STRICT="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     facts = _result(proc)
     assert facts["writes"] == []
@@ -265,8 +281,12 @@ def test_disable_in_a_fresh_process(compiled: Compiled, tmp_path: Path, value: s
         """,
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, AOT_BUILD_DISABLE=value),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path, AOT_BUILD_DISABLE=value),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert _result(proc) == {"target": None, "warnings": 0}
 
@@ -290,8 +310,12 @@ def test_more_threads_than_the_build_machine_had(compiled: Compiled, tmp_path: P
         """,
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=_env(tmp_path, AOT_BUILD_STRICT="1"),
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_env(tmp_path, AOT_BUILD_STRICT="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     facts = _result(proc)
     assert facts["threads"] == threads

@@ -274,8 +274,19 @@ def test_cli_in_the_installed_environment(
     schema = run([fresh_venv.bin / "aot-build", "schema"], cwd=tmp_path, env=env)
     props = json.loads(schema.stdout)["properties"]
     assert set(props) == {
-        "targets", "optional-targets", "modules", "exclude", "strip", "cache", "cache-dir", "cache-max-size",
-        "jobs", "progress", "rule", "inductor-options", "manylinux",
+        "targets",
+        "optional-targets",
+        "modules",
+        "exclude",
+        "strip",
+        "cache",
+        "cache-dir",
+        "cache-max-size",
+        "jobs",
+        "progress",
+        "rule",
+        "inductor-options",
+        "manylinux",
     }
     installed = run(
         [fresh_venv.python, "-m", "aot_build", "inspect", "example_pkg", "--json"], cwd=tmp_path, env=env

@@ -211,6 +211,7 @@ REFUSED = [
         "torch.from_numpy(array) at import",
     ),
     ("side_effect", "changes Python state when it runs", "keep the function free of side effects"),
+    ("set_and_left", "G['COLLECTOR']", "keep the function free of side effects"),
     ("dict_getattr", "non-function __getattr__", "becomes config['key']"),
     (
         "local_class",
@@ -241,6 +242,25 @@ def test_a_tensor_read_through_two_paths_is_one_weight(pkg: types.ModuleType) ->
     ((paths, tensor),) = captured.weights
     assert sorted(p.label() for p in paths) == ["guard_pkg.state.SCALE", "guard_pkg.state.helpers.SCALE"]
     assert tensor is pkg.SCALE
+
+
+def test_a_weight_read_through_two_paths_that_part_is_named(pkg: types.ModuleType, evaluator: Any) -> None:
+    check = Checker(pkg.other_module, evaluator)
+    first, second = check.tree.weight_paths()[0]
+    assert check() == -1
+    undo = assign(second, torch.ones(4), None, pkg.other_module)
+    try:
+        code = check()
+        assert check.python.is_weight(code)
+        check.weights = tuple(check.python.gather(None))  # read again: the first path's tensor
+        code = check()
+        assert check.python.explain(code, None, check.weights) == (
+            f"weight {second.label()} is no longer the same tensor as {first.label()} "
+            "(one tensor when compiled)"
+        )
+    finally:
+        undo()
+    assert check() == -1
 
 
 def test_capture_leaves_nothing_behind(pkg: types.ModuleType) -> None:
@@ -424,6 +444,11 @@ def test_the_evaluator_is_built_reproducibly(tmp_path: Path) -> None:
     a = native.build(tmp_path)
     b = native.build(tmp_path)
     assert a == b and a.name.endswith(".so")
+
+
+def test_an_attribute_set_and_put_back_is_no_side_effect(pkg: types.ModuleType, evaluator: Any) -> None:
+    check = Checker(pkg.set_and_restored, evaluator)
+    assert check() == -1 and pkg.COLLECTOR.active is None and pkg.COLLECTOR.compiling is False
 
 
 def test_a_named_tuple_made_inside_is_traced(pkg: types.ModuleType, evaluator: Any) -> None:

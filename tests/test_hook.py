@@ -73,7 +73,7 @@ def test_dynamic_dependencies_get_the_pins(tmp_path: Path, monkeypatch: pytest.M
 
 def test_wheel_tag_comes_from_build_aot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(build_aot, "platform_tag", "manylinux_2_35_x86_64")
-    dist = _dist(tmp_path, '[tool.aot-build]\n', monkeypatch)
+    dist = _dist(tmp_path, "[tool.aot-build]\n", monkeypatch)
     hook.finalize(dist)
     cmd = dist.get_command_obj("bdist_wheel")
     cmd.ensure_finalized()

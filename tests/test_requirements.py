@@ -16,8 +16,6 @@ def pin_torch(requires: list[str], release: str, where: str) -> list[str]:
     return supply(requires, release, where)
 
 
-
-
 def _names(reqs: list[str]) -> list[str]:
     return [Requirement(r).name for r in reqs]
 
@@ -83,8 +81,6 @@ def test_torch_release_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(requirements.metadata, "version", missing)
     with pytest.raises(ConfigError, match=r'torch is not installed.*"torch==X.Y.Z"'):
         requirements.torch_release()
-
-
 
 
 def test_supply_refuses_an_aot_build_too_old_to_read_the_manifest() -> None:

@@ -26,7 +26,7 @@ from helpers import (
 
 pytestmark = pytest.mark.e2e
 
-CHECK = r'''
+CHECK = r"""
 import json, sys, warnings
 import torch
 import rule_user_pkg as pkg
@@ -68,7 +68,7 @@ except ImportError:
     facts["loaded"] = None
 facts["warnings"] = [str(w.message) for w in caught if w.category.__name__ == "FallbackWarning"]
 print("RESULT: " + json.dumps(facts))
-'''
+"""
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ def test_build_log_shows_ranges_variants_and_guards(sig_dists: BuiltDists) -> No
     # every combination of the dimensions whose range includes 1 gets its own artifact
     assert "with batch=1)" in log and "with seq=1)" in log and "with batch=1, seq=1)" in log
     assert "sig_pkg.dyn:doubled (x: float32[batch 2..64, 8], y: float32[2*batch, 8])" in log
-    guards = "guards 2 (2 value); weights 0; values: sig_pkg.state.MODE, sig_pkg.state.TEMP"
+    guards = "guards 2 (2 eq) on 2 paths; weights 0; values: sig_pkg.state.MODE, sig_pkg.state.TEMP"
     assert f"sig_pkg.state:scaled (x: float32[4, 8]): {guards}" in log
     assert "sig_pkg.state:tied (x: float32[4, 8]): guards" in log and "(1 read through several paths)" in log
 
@@ -124,18 +124,25 @@ def test_calls_across_ranges_sets_and_signatures_run_compiled(sig_installed: Ven
         (
             "submodule-class",
             "state:seq",
-            ["sig_pkg.state.SEQ._modules['1'] is a torch.nn.modules.activation.Tanh"],
+            ["sig_pkg.state.SEQ.1 is a torch.nn.modules.activation.Tanh"],
         ),
-        ("untied", "state:tied", ["TIED._modules['1'].weight is no longer the same tensor as"]),
+        (
+            "untied",
+            "state:tied",
+            [
+                "weight sig_pkg.state.TIED.1.weight is no longer the same tensor as "
+                "sig_pkg.state.TIED.0.weight"
+            ],
+        ),
         (
             "two-paths",
             "state:two_scales",
-            ["sig_pkg.state.SCALE is no longer the same", "sig_pkg.helpers.SCALE"],
+            ["helpers.SCALE is no longer the same tensor as sig_pkg.state.SCALE (one tensor when compiled)"],
         ),
         (
             "train-mode",
             "state:dropped",
-            ["DROP._modules['1'].training is bool True, compiled for bool False"],
+            ["sig_pkg.state.DROP.1.training is bool True, compiled for bool False"],
         ),
         ("eps", "state:normed", ["sig_pkg.state.NORM.eps is float 0.5, compiled for float 1e-05"]),
         ("hook", "state:normed", ["sig_pkg.state.NORM._forward_hooks has 1 entries, compiled with 0"]),

@@ -102,7 +102,7 @@ def train_venv(fresh_venv: Venv, train_dists: BuiltDists, e2e_dir: Path) -> Venv
     return fresh_venv
 
 
-DYNAMO = r'''
+DYNAMO = r"""
 import json, sys, warnings
 import torch
 import train_pkg as P
@@ -138,7 +138,7 @@ with warnings.catch_warnings(record=True) as caught:
 facts["ran_python"] = sorted(set(ran))
 facts["warnings"] = [str(w.message) for w in caught if w.category.__name__ == "FallbackWarning"]
 print("RESULT: " + json.dumps(facts))
-'''
+"""
 
 
 def test_wheel_ships_forward_and_backward_per_variant(train_dists: BuiltDists, tmp_path: Path) -> None:

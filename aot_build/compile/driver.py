@@ -360,8 +360,10 @@ class _Compiler:
         except Exception as exc:
             name = f"unsaved-{len(self.unsaved)}"
             self.unsaved[name] = Source(ep)
-            say(f"note: {where}: compiled in the build process, not cached ({type(exc).__name__} "
-                f"while saving the program: {exc})")
+            say(
+                f"note: {where}: compiled in the build process, not cached ({type(exc).__name__} "
+                f"while saving the program: {exc})"
+            )
             return name
         name = program_name(data)
         path = self.programs / name
@@ -492,7 +494,10 @@ class _Compiler:
             data = (self.programs / task.program).read_bytes()
             rule = rules.find(task.rule)
             key = keys[task] = self.cache.key(
-                data, parse_target(task.target), self.job.inductor_options, self.job.strip,
+                data,
+                parse_target(task.target),
+                self.job.inductor_options,
+                self.job.strip,
                 (rule.name, rule.version),
             )
             hit = self.cache.get(key, out_dir)

@@ -183,4 +183,3 @@ def run_tasks(
             f"and no artifacts were written:\n  {names}"
         )
     return results
-

@@ -124,9 +124,11 @@ def record_key(job: Mapping[str, Any], environ: Mapping[str, str]) -> str:
 
 def recordable(job: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
     """Whether a build of ``job`` may be recorded and reused at all."""
-    return bool(job.get("cache_dir")) and "cpu-host" not in job.get("targets", []) and not environ.get(
-        ENV_CROSS_TORCH, ""
-    ).strip()
+    return (
+        bool(job.get("cache_dir"))
+        and "cpu-host" not in job.get("targets", [])
+        and not environ.get(ENV_CROSS_TORCH, "").strip()
+    )
 
 
 @dataclass

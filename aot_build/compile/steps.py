@@ -54,9 +54,7 @@ def _compiler(project: Path, path: Path) -> _Compiler:
 
 def _discover(project: Path, path: Path) -> list[AotEntry]:
     s = _settings(project)
-    packages = sorted(
-        ".".join(p.relative_to(path).parent.parts) for p in path.rglob("__init__.py")
-    )
+    packages = sorted(".".join(p.relative_to(path).parent.parts) for p in path.rglob("__init__.py"))
     modules = s.modules or list_modules(path, packages, s.exclude)
     sys.path.insert(0, str(path))
     return discover_entries(modules, packages, path)

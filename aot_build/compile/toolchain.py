@@ -65,7 +65,7 @@ def write_wrapper(folder: Path, floor: str | None = None) -> tuple[str, dict[str
             "# A cross build: Inductor's paths into this torch point at the target's torch.\n"
             f"host={shlex.quote(torch_dir)}; target={shlex.quote(cross)}; n=$#\n"
             'while [ "$n" -gt 0 ]; do\n'
-            '  a=$1; shift; n=$((n - 1))\n'
+            "  a=$1; shift; n=$((n - 1))\n"
             '  case $a in *"$host"*) a="${a%%"$host"*}$target${a#*"$host"}";; esac\n'
             '  set -- "$@" "$a"\n'
             "done\n"

@@ -145,8 +145,14 @@ class Compiled:
     @classmethod
     def of(cls, task: Task, built: Built, rule_version: str) -> Compiled:
         return cls(
-            task.program, task.target, built.path.name, built.sha256, built.size, built.isa,
-            task.rule, rule_version,
+            task.program,
+            task.target,
+            built.path.name,
+            built.sha256,
+            built.size,
+            built.isa,
+            task.rule,
+            rule_version,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -72,7 +72,7 @@ class AotEntry:
         where = _describe(fn)
         if rule is not None and (not isinstance(rule, str) or not rule):
             raise EntryError(
-                f"@aot_entry on {where}: rule must be a rule's name (e.g. rule=\"aoti\"), got {rule!r}"
+                f'@aot_entry on {where}: rule must be a rule\'s name (e.g. rule="aoti"), got {rule!r}'
             )
         if not isinstance(backward, bool):
             raise EntryError(f"@aot_entry on {where}: backward must be True or False, got {backward!r}")

@@ -182,6 +182,13 @@ class BoundState:
         if check.kind == "same":
             return KINDS["same"].explain(path.label(), obj, self.tree.path(int(check.expect)).label())
         if check.kind == "weight":
+            first = self.tree.weight_paths()[int(check.expect)][0]
+            if first != path and weights is not None and obj is not weights[int(check.expect)]:
+                # the weights were read again by their first paths: this one leads elsewhere
+                return (
+                    f"weight {path.label()} is no longer the same tensor as {first.label()} "
+                    "(one tensor when compiled)"
+                )
             return f"weight {path.label()} was replaced"
         return problem(check, path.label(), obj, self.consts[code]) or (
             f"{path.label()} changed while the call was being checked"

@@ -110,6 +110,7 @@ def _dynamo_settings() -> Iterator[None]:
         set_enable_dynamic(False),
         torch_function_mode_stack_state_mgr,
         _missing_keys_guarded(),
+        _restored_attributes_allowed(),
     ):
         try:
             yield
@@ -136,6 +137,46 @@ def _missing_keys_guarded() -> Iterator[None]:
         yield
     finally:
         ConstDictVariable.getitem_const_raise_exception_if_absent = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _restored_attributes_allowed() -> Iterator[None]:
+    """An attribute set and put back within the call (``obj.active = x ... finally:
+    obj.active = None``) changes nothing a caller can see: Dynamo (2.13) still lists it as a
+    side effect. Leave out of that list each object whose every stored attribute ends as a
+    constant identical (or equal, of the same type) to its value now."""
+    from torch._dynamo.output_graph import OutputGraph
+    from torch._dynamo.variables.base import AttributeMutationExisting
+
+    original = OutputGraph.get_replayed_side_effect_source_refs
+
+    def unchanged(side_effects: Any, var: Any) -> bool:
+        stores = side_effects.store_attr_mutations.get(var)
+        state = getattr(getattr(var, "value", None), "__dict__", None)
+        if not isinstance(var.mutation_type, AttributeMutationExisting) or not stores or state is None:
+            return False
+        for name, final in stores.items():
+            if not final.is_python_constant() or name not in state:
+                return False
+            new, now = final.as_python_constant(), state[name]
+            if not (new is now or (type(new) is type(now) and new == now)):
+                return False
+        return True
+
+    def refs(self: Any, *, populate_export_metadata: bool = False) -> list[str]:
+        side_effects = self.side_effects
+        modified = side_effects._get_modified_vars
+        side_effects._get_modified_vars = lambda: [v for v in modified() if not unchanged(side_effects, v)]
+        try:
+            return original(self, populate_export_metadata=populate_export_metadata)
+        finally:
+            del side_effects._get_modified_vars
+
+    OutputGraph.get_replayed_side_effect_source_refs = refs  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        OutputGraph.get_replayed_side_effect_source_refs = original  # type: ignore[method-assign]
 
 
 def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where: str) -> Captured:

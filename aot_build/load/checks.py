@@ -287,7 +287,10 @@ class Check:
         self.failures = failures
         self.n_tensors = n_tensors
         env: dict[str, Any] = {
-            "K": consts, "T0": torch.Tensor, "T1": torch.nn.Parameter, "GE": torch.is_grad_enabled
+            "K": consts,
+            "T0": torch.Tensor,
+            "T1": torch.nn.Parameter,
+            "GE": torch.is_grad_enabled,
         }
         exec(compile(code, f"<aot_build check of {variant.signature()[:60]}>", "exec"), env)
         self.fast: Callable[..., Any] = env["check"]

@@ -249,7 +249,7 @@ class _VariantRunner:
             held = fresh
             code = state.check(self_obj, held.tensors)
         if code != -1:
-            detail = state.explain(code, self_obj)
+            detail = state.explain(code, self_obj, held.tensors if held is not None else None)
             return Miss("state", detail, detail)
         if held is None:  # no weights at all
             fresh = cache.read(self_obj)

@@ -267,7 +267,7 @@ def check_floor(libs: Iterable[ElfDeps], floor: int) -> None:
     if problems:
         raise PlatformTagError(
             f"the libraries need more than manylinux_2_{floor} allows (symbol versions, and the "
-            "symbols that need them):\n  " + "\n  ".join(problems) + "\nSet manylinux = \"host\" "
+            "symbols that need them):\n  " + "\n  ".join(problems) + '\nSet manylinux = "host" '
             "(or a newer floor) in [tool.aot-build], or AOT_BUILD_MANYLINUX, to ship them tagged "
             "with what they need; or build on a system whose glibc and libstdc++ are no newer "
             f"than manylinux_2_{floor}'s"

@@ -85,7 +85,7 @@ def check_static(dependencies: list[str], release: str, where: str) -> None:
         f"{where}: [project].dependencies must pin {' and '.join(missing)}{why}: the wheel's "
         f"artifacts run only with the torch they were built with, read by an aot-build that "
         f"knows manifest format {MANIFEST_VERSION}. Write:\n    {line}\n"
-        f"or declare dynamic = [\"dependencies\"] and aot-build supplies both."
+        f'or declare dynamic = ["dependencies"] and aot-build supplies both.'
     )
 
 

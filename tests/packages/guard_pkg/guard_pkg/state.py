@@ -241,3 +241,26 @@ SCALE_OF = _make_scale()
 
 def closure_tensor(x: torch.Tensor) -> torch.Tensor:
     return x * SCALE_OF()  # type: ignore[operator]
+
+
+# -- an attribute set and put back within the call (transformers' output collector does this)
+class _Collector:
+    def __init__(self) -> None:
+        self.active: object = None
+        self.compiling = False
+
+
+COLLECTOR = _Collector()
+
+
+def set_and_restored(x: torch.Tensor) -> torch.Tensor:
+    COLLECTOR.active, COLLECTOR.compiling = [x], True
+    try:
+        return x * 2
+    finally:
+        COLLECTOR.active, COLLECTOR.compiling = None, False
+
+
+def set_and_left(x: torch.Tensor) -> torch.Tensor:
+    COLLECTOR.compiling = True
+    return x * 2
