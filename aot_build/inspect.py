@@ -29,7 +29,12 @@ def read_manifests(target: str) -> list[tuple[str, Manifest]]:
     if path.suffix == ".whl" and path.is_file():
         with zipfile.ZipFile(path) as zf:
             names = [n for n in zf.namelist() if n.endswith(f"/{ARTIFACT_DIR}/{MANIFEST_NAME}")]
-            return [(f"{path}!{n}", Manifest.from_dict(json.loads(zf.read(n)), f"{path}!{n}")) for n in names]
+            out = []
+            for n in names:
+                folder = zipfile.Path(zf, n.rsplit("/", 1)[0] + "/")
+                where = f"{path}!{n}"
+                out.append((where, Manifest.from_dict(json.loads(zf.read(n)), where, folder=folder)))
+            return out
     if path.is_dir():
         found = sorted(path.glob(f"**/{ARTIFACT_DIR}/{MANIFEST_NAME}"))
         return [(str(p), Manifest.read(p)) for p in found]

@@ -31,9 +31,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .constants import MANIFEST_FORMAT, MANIFEST_VERSION
+
+if TYPE_CHECKING:
+    import zipfile
 from .errors import ManifestError
 from .guards.tree import StateTree, TensorSpec
 from .guards.upgrade import upgrade_state
@@ -239,8 +242,8 @@ class Manifest:
     #: file that holds it; see :meth:`entry`.
     unparsed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     where: str = field(default="", compare=False, repr=False)
-    #: The folder record files are read from.
-    folder: Path | None = field(default=None, compare=False, repr=False)
+    #: The folder record files are read from (a folder inside a wheel: a ``zipfile.Path``).
+    folder: Path | zipfile.Path | None = field(default=None, compare=False, repr=False)
 
     def entry(self, key: str) -> Entry | None:
         """The entry ``key`` (parsed now when read lazily), or None; ManifestError when its
@@ -323,7 +326,9 @@ class Manifest:
         return cls.from_dict(raw, str(path), lazy, path.parent)
 
     @classmethod
-    def from_dict(cls, raw: Any, where: str, lazy: bool = False, folder: Path | None = None) -> Manifest:
+    def from_dict(
+        cls, raw: Any, where: str, lazy: bool = False, folder: Path | zipfile.Path | None = None
+    ) -> Manifest:
         """Validate and parse. ``lazy``: entries are parsed when first asked for
         (:meth:`entry`), so importing a package with many entries parses only those called.
         ``folder``: where the entries' record files are (an entry given by file name)."""

@@ -3,11 +3,12 @@ that every build and install runs once per test session."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,77 @@ from aot_build.compile.toolchain import headers_in
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.manifest import Manifest
+
+#: Session fixtures too costly to make twice: under pytest-xdist (README's test command runs
+#: two workers, ``--dist loadgroup``), the tests that use one run on the same worker.
+SHARED_FIXTURES = ("cold_wheels", "example_dists", "compiled")
+#: Groups by cost (seconds on the 2-core CI machine), the costliest handed out first.
+GROUP_COST = {
+    "cold_wheels": 700,
+    "example_dists": 650,
+    "test_training_e2e": 260,
+    "compiled": 250,
+    "test_wheels_e2e": 200,
+    "test_signatures_e2e": 200,
+    "test_joint": 160,
+    "test_state_e2e": 150,
+    "test_rules_e2e": 140,
+    "test_targets_e2e": 130,
+    "test_cache": 120,
+    "test_bad_inputs": 100,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """One xdist group per shared fixture (else per module), the costliest groups first."""
+    groups: dict[str, str] = {}
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        group = next((n for n in SHARED_FIXTURES if n in names), Path(str(item.path)).stem)
+        item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group
+    items.sort(key=lambda item: -GROUP_COST.get(groups[item.nodeid], 0))
+
+
+def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """``make(folder)`` once for the whole test run, even across xdist workers (a file lock
+    in their common temporary folder); the folder after it is made."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".done").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            make(folder)
+            (folder / ".done").touch()
+    return folder
+
+
+@pytest.fixture(scope="session")
+def torch_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torch (the local pin) and its requirements installed once into a folder, shared by the
+    test environments of :func:`venv_factory` (``helpers.make_venv``'s ``torch_site``)."""
+
+    def install(folder: Path) -> None:
+        cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", folder, TORCH_PIN]
+        run(cmd, cwd=folder.parent, env=build_env())
+
+    return shared_once(tmp_path_factory, "torch-site", install)
+
+
+@pytest.fixture(scope="session")
+def venv_factory(e2e_dir: Path, aot_build_wheel: Path, torch_site: Path) -> Callable[..., Venv]:
+    """``make(name, *requirements)``: a new environment under the session's e2e folder with
+    the shared torch (:func:`torch_site`), aot-build's wheel and ``requirements`` (wheels
+    under test, pins) installed by pip, finding the local torch and aot-build."""
+
+    def make(name: str, *requirements: str | Path) -> Venv:
+        venv = make_venv(e2e_dir / name, torch_site)
+        venv.pip_install(aot_build_wheel, *requirements, cwd=e2e_dir, env=build_env(aot_build_wheel.parent))
+        return venv
+
+    return make
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -165,11 +237,14 @@ class ColdWheel:
     log: str
 
 
-def cold_build(root: Path, aot_build_wheel: Path, inductor_cache: str, jobs: str = "") -> ColdWheel:
+def cold_build(
+    root: Path, aot_build_wheel: Path, inductor_cache: str, jobs: str = "", isolated: bool = True
+) -> ColdWheel:
     """A real isolated ``python -m build --wheel`` of ``root/example_pkg`` with the build
     cache ``root/aot-build-cache``, COLD_EPOCH and COLD_TARGETS, and setuptools pinned to this
     environment's (its version is written into the wheel; test_bazel's wheel is built with
-    this environment's)."""
+    this environment's). ``isolated=False``: ``--no-isolation`` in this (the dev) environment,
+    whose torch and aot-build are at other paths than an isolated build's."""
     from importlib.metadata import version
 
     pins = root.parent / "cold-constraints.txt"
@@ -184,7 +259,8 @@ def cold_build(root: Path, aot_build_wheel: Path, inductor_cache: str, jobs: str
         **({"AOT_BUILD_JOBS": jobs} if jobs else {}),
     )
     out = root / f"dist-{inductor_cache}"
-    cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", out, "."]
+    isolation = [] if isolated else ["--no-isolation"]
+    cmd = [sys.executable, "-m", "build", "--wheel", *isolation, "--outdir", out, "."]
     proc = run(cmd, cwd=root / "example_pkg", env=env, timeout=1800)
     (wheel,) = out.glob("*.whl")
     return ColdWheel(wheel, proc.stdout + proc.stderr)

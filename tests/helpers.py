@@ -149,13 +149,31 @@ class Venv:
         return run([self.python, "-m", "pip", "install", *args], cwd=cwd, env=env)
 
 
-def make_venv(root: Path) -> Venv:
-    """A fresh virtual environment (with pip) at ``root``, based on this interpreter."""
+def make_venv(root: Path, torch_site: Path | None = None) -> Venv:
+    """A fresh virtual environment (with pip) at ``root``, based on this interpreter.
+
+    ``torch_site``: a folder where torch is installed (conftest ``torch_site``), put on the
+    environment's path by a ``.pth`` file, as a base image's site-packages would be: pip
+    counts torch as installed, and every test environment need not copy its 1 GB."""
     base = getattr(sys, "_base_executable", sys.executable)
     run([base, "-m", "venv", root], cwd=root.parent)
     venv = Venv(root)
     assert venv.python.exists(), f"no interpreter at {venv.python}"
+    if torch_site is not None:
+        (venv.site_packages() / "torch-site.pth").write_text(f"{torch_site}\n", encoding="utf-8")
     return venv
+
+
+def sample_dists(project: str, dest: Path, inductor_cache: Path, **env: str) -> BuiltDists:
+    """:func:`build_sample` that must succeed: tests/packages/<project>'s wheel, built by a
+    real ``python -m build --wheel --no-isolation`` in this (the dev) environment, which holds
+    every sample package's build requirements (the isolated path is example_pkg's, conftest
+    ``example_dists`` and ``cold_wheels``)."""
+    proc, _, out = build_sample(project, dest, inductor_cache, **env)
+    if proc.returncode != 0:
+        raise CommandFailed(describe(proc))
+    (wheel,) = out.glob("*.whl")
+    return BuiltDists(None, wheel, proc.stdout + proc.stderr)
 
 
 def isolated_env(venv: Venv, **extra: str) -> dict[str, str]:

@@ -31,9 +31,10 @@ def test_two_cold_builds_give_byte_identical_wheels(cold_wheels: tuple[ColdWheel
 def test_one_entry_changed_recompiles_only_that_entry(
     cold_wheels: tuple[ColdWheel, ColdWheel], e2e_dir: Path, aot_build_wheel: Path
 ) -> None:
-    """A rebuild of the first cold build's source with one entry edited, in a new isolated
-    environment (torch at another path) with that build's cache: the edited entry's two
-    libraries compile, the other ten come from the cache, and the wheel differs only there."""
+    """A rebuild of the first cold build's source with one entry edited, in another
+    environment (the dev one, ``--no-isolation``: torch and aot-build at other paths) with
+    that build's cache: the edited entry's two libraries compile, the other ten come from the
+    cache, and the wheel differs only there."""
     root = e2e_dir / "cold-a"
     src = root / "example_pkg"
     pre = src / "example_pkg" / "preprocess.py"
@@ -41,7 +42,7 @@ def test_one_entry_changed_recompiles_only_that_entry(
     edited = text.replace("return (images - mean) / std", "return (images - mean) / std * 2.0")
     assert edited != text
     pre.write_text(edited, encoding="utf-8")
-    rebuilt = cold_build(root, aot_build_wheel, "inductor-cache-2")
+    rebuilt = cold_build(root, aot_build_wheel, "inductor-cache-2", isolated=False)
     log = rebuilt.log
     assert "10 hit(s), 2 compiled" in log, log[-3000:]
     assert "example_pkg.preprocess:normalize [cpu-avx2] compiled in" in log

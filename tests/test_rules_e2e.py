@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -92,12 +93,11 @@ def user_wheel(e2e_dir: Path, links: Path, aot_build_wheel: Path, inductor_cache
 
 
 @pytest.fixture(scope="module")
-def venv(fresh_venv: Venv, e2e_dir: Path, links: Path, user_wheel: tuple[Path, str]) -> Venv:
-    """The shared fresh environment plus the plugin and the project (the last test here
-    uninstalls the plugin again)."""
+def venv(venv_factory: Callable[..., Venv], links: Path, user_wheel: tuple[Path, str]) -> Venv:
+    """A new environment with the plugin and the project (the last test here uninstalls the
+    plugin again)."""
     (plugin,) = links.glob("aot_build_rule_exported-*.whl")
-    fresh_venv.pip_install("--no-deps", plugin, user_wheel[0], cwd=e2e_dir)
-    return fresh_venv
+    return venv_factory("rules-venv", plugin, user_wheel[0])
 
 
 STRICT_CALL = "import torch, rule_user_pkg as p\nwith torch.no_grad(): p.head(torch.randn(4, 16))"

@@ -1,43 +1,42 @@
 """End to end, through real wheels: dynamic dimensions, several input sets, keyword
 arguments, structured outputs, method entries, guards on package state, and models of
-transformers. Built with an isolated ``python -m build``, installed into the fresh
-environment, called from a neutral directory with no compiler on PATH, an empty inductor
-cache, and ``AOT_BUILD_STRICT=1`` for every call that must run compiled."""
+transformers. Built with ``python -m build --no-isolation`` in the dev environment,
+installed into new environments (conftest ``venv_factory``), called from a neutral
+directory with no compiler on PATH, an empty inductor cache, and ``AOT_BUILD_STRICT=1``
+for every call that must run compiled."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, TORCH_PIN, BuiltDists, Venv, build_env
+from helpers import BuiltDists, Venv, sample_dists
 from test_e2e import assert_compiled_call, assert_one_fallback, check
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="session")
-def sig_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    return isolated_build(SAMPLE_PROJECTS / "signatures", e2e_dir, aot_build_wheel, inductor_cache)
+def sig_dists(e2e_dir: Path, inductor_cache: Path) -> BuiltDists:
+    return sample_dists("signatures", e2e_dir, inductor_cache)
 
 
 @pytest.fixture(scope="session")
-def hf_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    return isolated_build(SAMPLE_PROJECTS / "hf_models", e2e_dir, aot_build_wheel, inductor_cache)
+def hf_dists(e2e_dir: Path, inductor_cache: Path) -> BuiltDists:
+    return sample_dists("hf_models", e2e_dir, inductor_cache)
 
 
 @pytest.fixture(scope="session")
-def sig_installed(fresh_venv: Venv, sig_dists: BuiltDists, e2e_dir: Path) -> Venv:
-    fresh_venv.pip_install("--no-deps", sig_dists.wheel, cwd=e2e_dir)
-    return fresh_venv
+def sig_installed(venv_factory: Callable[..., Venv], sig_dists: BuiltDists) -> Venv:
+    return venv_factory("sig-venv", sig_dists.wheel)
 
 
 @pytest.fixture(scope="session")
-def hf_installed(fresh_venv: Venv, hf_dists: BuiltDists, aot_build_wheel: Path, e2e_dir: Path) -> Venv:
+def hf_installed(venv_factory: Callable[..., Venv], hf_dists: BuiltDists) -> Venv:
     # its dependencies (transformers) come from the package index; torch stays the local pin
-    fresh_venv.pip_install(TORCH_PIN, hf_dists.wheel, cwd=e2e_dir, env=build_env(aot_build_wheel.parent))
-    return fresh_venv
+    return venv_factory("hf-venv", hf_dists.wheel)
 
 
 SIG = "sig_pkg"

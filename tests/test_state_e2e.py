@@ -1,5 +1,5 @@
 """Every kind of state a library author's code reads, changed after import in an installed
-wheel (tests/packages/state_pkg, real isolated ``python -m build``, installed into a fresh
+wheel (tests/packages/state_pkg, real ``python -m build``, installed into a new
 environment, run with no compiler on PATH): before the change the call runs compiled and
 equals eager; after it the call equals eager (it runs as Python, with one warning naming
 what changed); once the change is undone it runs compiled again. Each case here returned a
@@ -8,12 +8,12 @@ silently different result with aot-build 0.3."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, Venv, run_script
+from helpers import Venv, run_script, sample_dists
 
 pytestmark = [pytest.mark.e2e]
 
@@ -143,16 +143,15 @@ print("RESULT: " + json.dumps({{"cases": out, "lazy": lazy, "method": method}}))
 
 @pytest.fixture(scope="module")
 def state_run(
-    fresh_venv: Venv,
+    venv_factory: Callable[..., Venv],
     e2e_dir: Path,
-    aot_build_wheel: Path,
     inductor_cache: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
-    dists = isolated_build(SAMPLE_PROJECTS / "state_pkg", e2e_dir, aot_build_wheel, inductor_cache)
-    fresh_venv.pip_install("--no-deps", dists.wheel, "numpy==2.4.6", cwd=e2e_dir)
+    dists = sample_dists("state_pkg", e2e_dir, inductor_cache)
+    venv = venv_factory("state-venv", dists.wheel, "numpy==2.4.6")
     script = SCRIPT.format(cases=json.dumps([list(c) for c in CASES]))
-    return run_script(fresh_venv, script, tmp_path_factory.mktemp("state"))
+    return run_script(venv, script, tmp_path_factory.mktemp("state"))
 
 
 @pytest.mark.parametrize(("case", "names"), [(c[0], c[3]) for c in CASES], ids=[c[0] for c in CASES])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,8 @@ def artifacts(multi_target_wheel: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="module")
-def installed(fresh_venv: Venv, multi_target_wheel: Path, e2e_dir: Path) -> Venv:
-    fresh_venv.pip_install("--no-deps", "--force-reinstall", multi_target_wheel, cwd=e2e_dir)
-    return fresh_venv
+def installed(venv_factory: Callable[..., Venv], multi_target_wheel: Path) -> Venv:
+    return venv_factory("targets-venv", multi_target_wheel)
 
 
 def disassemble(path: Path) -> str:

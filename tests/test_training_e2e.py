@@ -7,11 +7,11 @@ on PATH; ``dynamo`` entries need one to load (and without one fall back, saying 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, BuiltDists, Venv, run_script, wheel_manifest
+from helpers import BuiltDists, Venv, run_script, sample_dists, wheel_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -92,14 +92,13 @@ print("RESULT: " + json.dumps(facts))
 
 
 @pytest.fixture(scope="module")
-def train_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    return isolated_build(SAMPLE_PROJECTS / "train_pkg", e2e_dir, aot_build_wheel, inductor_cache)
+def train_dists(e2e_dir: Path, inductor_cache: Path) -> BuiltDists:
+    return sample_dists("train_pkg", e2e_dir, inductor_cache)
 
 
 @pytest.fixture(scope="module")
-def train_venv(fresh_venv: Venv, train_dists: BuiltDists, e2e_dir: Path) -> Venv:
-    fresh_venv.pip_install("--no-deps", train_dists.wheel, cwd=e2e_dir)
-    return fresh_venv
+def train_venv(venv_factory: Callable[..., Venv], train_dists: BuiltDists) -> Venv:
+    return venv_factory("train-venv", train_dists.wheel)
 
 
 DYNAMO = r"""

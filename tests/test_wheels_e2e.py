@@ -14,9 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import isolated_build
 from helpers import (
-    SAMPLE_PROJECTS,
     TESTS_DIR,
     TORCH_PIN,
     BuiltDists,
@@ -25,6 +23,7 @@ from helpers import (
     isolated_env,
     make_venv,
     run,
+    sample_dists,
     wheel_metadata,
     wheel_names,
     wheel_tags,
@@ -65,19 +64,18 @@ def test_example_wheel_tag_is_what_auditwheel_computes(example_dists: BuiltDists
 
 
 @pytest.fixture(scope="session")
-def ns_wheels(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> dict[str, BuiltDists]:
-    return {
-        name: isolated_build(SAMPLE_PROJECTS / f"ns_{name}", e2e_dir, aot_build_wheel, inductor_cache)
-        for name in ("alpha", "beta")
-    }
+def ns_wheels(e2e_dir: Path, inductor_cache: Path) -> dict[str, BuiltDists]:
+    return {name: sample_dists(f"ns_{name}", e2e_dir, inductor_cache) for name in ("alpha", "beta")}
 
 
 @pytest.fixture(scope="module")
-def ns_venv(e2e_dir: Path, aot_build_wheel: Path, ns_wheels: dict[str, BuiltDists]) -> Iterator[Venv]:
+def ns_venv(
+    e2e_dir: Path, aot_build_wheel: Path, torch_site: Path, ns_wheels: dict[str, BuiltDists]
+) -> Iterator[Venv]:
     """A fresh environment with both namespace distributions, their requirements resolved
-    by pip from the wheels' metadata (torch the local pin, aot-build the wheel under test);
-    removed after the module (a copy of torch: CI machines' disks are small)."""
-    venv = make_venv(e2e_dir / "ns-venv")
+    by pip from the wheels' metadata (torch the local pin, found installed in the shared
+    torch folder; aot-build the wheel under test); removed after the module."""
+    venv = make_venv(e2e_dir / "ns-venv", torch_site)
     wheels = [d.wheel for d in ns_wheels.values()]
     venv.pip_install(TORCH_PIN, aot_build_wheel, *wheels, cwd=e2e_dir, env=build_env(aot_build_wheel.parent))
     yield venv
