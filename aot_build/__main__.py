@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("entries", "export", "compile", "assemble"):
             _run_step(args)
         elif args.command == "inspect":
-            from .inspect import inspect_command
+            from .inspection import inspect_command
 
             print(inspect_command(args.target, args.json))
         else:

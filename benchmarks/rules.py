@@ -195,22 +195,33 @@ def _dynamo_copy(dest: Path) -> list[Path]:
 
 
 def _wheel_facts(wheel: Path, package: str) -> dict[str, Any]:
-    """Size, artifacts per entry (role, rule) and their bytes, from the wheel itself."""
+    """Size, artifacts per entry (role, rule) and their bytes, from the wheel itself (its
+    manifest read by aot_build's reader)."""
+    from aot_build.manifest import Manifest
+
+    folder = f"{package}/_aot_build/"
     with zipfile.ZipFile(wheel) as zf:
-        manifest = json.loads(zf.read(f"{package}/_aot_build/manifest.json"))
+        where = f"{wheel}!{folder}manifest.json"
+        raw = json.loads(zf.read(f"{folder}manifest.json"))
+        manifest = Manifest.from_dict(raw, where, folder=zipfile.Path(zf, folder))
         sizes = {i.filename: i.file_size for i in zf.infolist()}
     entries: dict[str, Any] = {}
-    for key, e in manifest["entries"].items():
-        arts = [a for v in e.get("variants", []) for a in v.get("artifacts", [])]
+    for key, e in manifest.entries.items():
+        arts = [a for v in e.variants for a in v.artifacts]
         entries[key.split(":")[-1]] = {
-            "variants": len(e.get("variants", [])),
-            "artifacts": sorted({f"{a.get('role')}/{a.get('rule')}" for a in arts}),
-            "skipped": e.get("skipped") or e.get("errors"),
+            "variants": len(e.variants),
+            "artifacts": sorted({f"{a.role}/{a.rule}" for a in arts}),
+            "targets": sorted({a.target for a in arts}),
         }
     art_bytes = sum(
         n for f, n in sizes.items() if f.startswith(f"{package}/_aot_build/") and "manifest" not in f
     )
-    return {"wheel_bytes": wheel.stat().st_size, "artifact_bytes": art_bytes, "entries": entries}
+    return {
+        "wheel_bytes": wheel.stat().st_size,
+        "artifact_bytes": art_bytes,
+        "entries": entries,
+        "skipped_targets": manifest.skipped_targets,
+    }
 
 
 def _setup(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, Any]]:
@@ -267,9 +278,7 @@ def render(report: dict[str, Any]) -> str:
     for rule in PACKAGES:
         w = s[rule]
         ents = "; ".join(
-            f"`{k}` {e['variants']}, {', '.join(e['artifacts']) or '—'}"
-            + (f" (skipped: {e['skipped']})" if e.get("skipped") else "")
-            for k, e in w["entries"].items()
+            f"`{k}` {e['variants']}, {', '.join(e['artifacts']) or '—'}" for k, e in w["entries"].items()
         )
         out.append(
             f"| {rule} | {number(w['wheel_bytes'] / 1e3)} | {number(w['artifact_bytes'] / 1e3)} | {ents} |"

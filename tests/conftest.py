@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import (
@@ -35,35 +36,73 @@ from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.manifest import Manifest
 
-#: Session fixtures too costly to make twice: under pytest-xdist (README's test command runs
-#: two workers, ``--dist loadgroup``), the tests that use one run on the same worker.
-SHARED_FIXTURES = ("cold_wheels", "example_dists", "compiled")
-#: Groups by cost (seconds on the 2-core CI machine), the costliest handed out first.
+#: The suite runs on two pytest-xdist workers (README's test command; ``addopts``). Session
+#: fixtures too costly to make twice live on one worker: every test that uses one is in the
+#: group named here (by test file, or file::test). Checked at collection: a test that uses a
+#: costly fixture outside its group fails the run, naming the test and this table.
+GROUPS = {
+    "test_e2e.py": "example_dists",
+    "test_manylinux_e2e.py": "example_dists",
+    "test_wheels_e2e.py::test_example_wheel_tag_is_what_auditwheel_computes": "example_dists",
+    "test_bazel.py": "cold_wheels",
+    "test_reproducible_e2e.py": "cold_wheels",
+    "test_shim.py": "compiled",
+    "test_workers.py": "compiled",
+    "test_concurrency.py": "compiled",
+}
+#: Groups by cost (seconds on the 2-core CI machine), the costliest handed out first; any
+#: other test file is a group of its own.
 GROUP_COST = {
     "cold_wheels": 700,
     "example_dists": 650,
-    "test_training_e2e": 260,
+    "test_training_e2e.py": 260,
     "compiled": 250,
-    "test_wheels_e2e": 200,
-    "test_signatures_e2e": 200,
-    "test_joint": 160,
-    "test_state_e2e": 150,
-    "test_rules_e2e": 140,
-    "test_targets_e2e": 130,
-    "test_cache": 120,
-    "test_bad_inputs": 100,
+    "test_wheels_e2e.py": 200,
+    "test_signatures_e2e.py": 200,
+    "test_joint.py": 160,
+    "test_state_e2e.py": 150,
+    "test_rules_e2e.py": 140,
+    "test_targets_e2e.py": 130,
+    "test_cache.py": 120,
+    "test_bad_inputs.py": 100,
 }
 
 
+def group_of(nodeid: str) -> str:
+    """The xdist group of a test, from its id alone (the xdist controller collects nothing)."""
+    path, _, rest = nodeid.partition("::")
+    file = path.rsplit("/", 1)[-1]
+    test = rest.split("[", 1)[0]
+    return GROUPS.get(f"{file}::{test}") or GROUPS.get(file) or file
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Scopes are :func:`group_of`'s groups, handed out in collection order. (xdist 3.8's own
+    ``loadgroup`` does not group under pytest 9.2: it rewrites ``item._nodeid``, which pytest
+    no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per shared fixture (else per module), the costliest groups first."""
-    groups: dict[str, str] = {}
+    """Check :data:`GROUPS` against the fixtures tests use; the costliest groups first."""
+    wrong = []
     for item in items:
         names = getattr(item, "fixturenames", ())
-        group = next((n for n in SHARED_FIXTURES if n in names), Path(str(item.path)).stem)
-        item.add_marker(pytest.mark.xdist_group(group))
-        groups[item.nodeid] = group
-    items.sort(key=lambda item: -GROUP_COST.get(groups[item.nodeid], 0))
+        for fixture in ("cold_wheels", "example_dists", "compiled"):
+            if fixture in names and group_of(item.nodeid) != fixture:
+                wrong.append(f"{item.nodeid} uses {fixture}")
+    if wrong:
+        raise pytest.UsageError(
+            "tests/conftest.py GROUPS: " + "; ".join(wrong) + ": add their file (or file::test) to "
+            "the fixture's group, or each xdist worker builds the fixture again"
+        )
+    items.sort(key=lambda item: -GROUP_COST.get(group_of(item.nodeid), 0))
 
 
 def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:

@@ -38,11 +38,13 @@ def test_finalize_leaves_other_projects_alone(tmp_path: Path, monkeypatch: pytes
 
 
 def test_finalize_configures_opted_in_projects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(build_aot, "settings", build_aot.settings)  # restored afterwards
+    default = build_aot.settings
     dist = _dist(tmp_path, '[tool.aot-build]\ntargets = ["cpu-baseline"]\n', monkeypatch)
     hook.finalize(dist)
-    assert dist.cmdclass["build_aot"] is build_aot
-    assert build_aot.settings.targets == ["cpu-baseline"]
+    command = dist.cmdclass["build_aot"]
+    assert issubclass(command, build_aot) and command is not build_aot
+    assert command.settings.targets == ["cpu-baseline"] and command.project_dir == tmp_path / "project"
+    assert build_aot.settings is default  # the shared class keeps no project's settings
     build_cls = dist.cmdclass["build"]
     assert ("build_aot", None) in build_cls.sub_commands
     names = [name for name, _ in build_cls.sub_commands]
@@ -72,14 +74,31 @@ def test_dynamic_dependencies_get_the_pins(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_wheel_tag_comes_from_build_aot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(build_aot, "platform_tag", "manylinux_2_35_x86_64")
     dist = _dist(tmp_path, "[tool.aot-build]\n", monkeypatch)
     hook.finalize(dist)
     cmd = dist.get_command_obj("bdist_wheel")
     cmd.ensure_finalized()
+    assert cmd.get_tag()[2].startswith("linux_")  # build_aot has not run: no library shipped
+    built = dist.get_command_obj("build_aot")
+    built.platform_tag = "manylinux_2_35_x86_64"  # what its run computed
     assert cmd.get_tag()[2] == "manylinux_2_35_x86_64"
-    monkeypatch.setattr(build_aot, "platform_tag", None)  # a wheel that ships no library
-    assert cmd.get_tag()[2].startswith("linux_")
+    (tmp_path / "other").mkdir()
+    other = _dist(tmp_path / "other", "[tool.aot-build]\n", monkeypatch)
+    hook.finalize(other)
+    other_cmd = other.get_command_obj("bdist_wheel")
+    other_cmd.ensure_finalized()
+    assert other_cmd.get_tag()[2].startswith("linux_")  # one project's tag never reaches another
+
+
+def test_setuptools_still_finalizes_requires_after_the_hooks() -> None:
+    """The hook wraps the private ``Distribution._finalize_requires`` (no public hook runs
+    between install_requires being filled and the metadata being written): it must exist
+    and run after the ``finalize_distribution_options`` hooks, or dynamic pins are lost."""
+    import inspect
+
+    assert callable(getattr(Distribution, "_finalize_requires", None))
+    source = inspect.getsource(Distribution.parse_config_files)  # pyproject.toml applied, then
+    assert source.index("apply_configuration") < source.index("self._finalize_requires()")
 
 
 def test_artifacts_that_are_no_library_get_the_oldest_manylinux_tag(tmp_path: Path) -> None:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+import pytest
 from conftest import ColdWheel, cold_build
+
+pytestmark = pytest.mark.e2e
 
 
 def test_two_cold_builds_give_byte_identical_wheels(cold_wheels: tuple[ColdWheel, ColdWheel]) -> None:

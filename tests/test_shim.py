@@ -28,7 +28,7 @@ from helpers import run, run_traced
 
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.errors import FallbackError, FallbackWarning, ManifestError
-from aot_build.inspect import inspect_command
+from aot_build.inspection import inspect_command
 from aot_build.load import artifacts, shim
 from aot_build.manifest import Manifest
 from aot_build.targets import host_cpu_targets, machine

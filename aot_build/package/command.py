@@ -77,13 +77,15 @@ class build_aot(Command):
 
     description = "compile @aot_entry functions ahead of time (aot-build)"
     user_options: ClassVar[list[tuple[str, str | None, str]]] = []
+    #: Set per distribution: the hook registers a subclass of this command for each one
+    #: (:func:`for_project`), so two projects built in one process never share settings.
     settings: ClassVar[Settings] = Settings()
     #: The folder of the project's pyproject.toml (relative cache-dir is resolved from it).
     project_dir: ClassVar[Path] = Path()
-    #: The wheel's platform tag, from the libraries the last run shipped (None: it shipped none).
-    platform_tag: ClassVar[str | None] = None
 
     def initialize_options(self) -> None:
+        #: The wheel's platform tag, from the libraries this run shipped (None: it shipped none).
+        self.platform_tag: str | None = None
         self.build_lib: str | None = None
         # setuptools sets this for PEP 660 editable installs.
         self.editable_mode = False
@@ -139,7 +141,7 @@ class build_aot(Command):
                     shutil.copyfile(f, dest / f.name)
                     (dest / f.name).chmod(0o644)
                     self.outputs.append(str(dest / f.name))
-            type(self).platform_tag = artifacts_platform(build_lib, self.settings.manylinux)
+            self.platform_tag = artifacts_platform(build_lib, self.settings.manylinux)
             if self.platform_tag:
                 host = self.settings.manylinux == "host"
                 why = "what its artifacts need" if host else "the manylinux floor"
@@ -183,3 +185,9 @@ class build_aot(Command):
                 "aot-build: compiling @aot_entry functions failed (see the message above); "
                 "no wheel was written"
             )
+
+
+def for_project(settings: Settings, project_dir: Path) -> type[build_aot]:
+    """The ``build_aot`` command of one project: its settings and folder on a subclass of its
+    own (a distribution's ``cmdclass`` entry), never on the shared class."""
+    return type("build_aot", (build_aot,), {"settings": settings, "project_dir": project_dir})

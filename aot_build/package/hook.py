@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..settings import load_settings, read_pyproject
-from .command import build_aot
+from .command import for_project
 from .requirements import check_static, supply, torch_release
 
 #: ``--build-option``s the build commands accept: (option, attribute, help).
@@ -62,7 +62,8 @@ def with_platform_tag(cls: type) -> type:
 
         def get_tag(self) -> tuple[str, str, str]:
             impl, abi, plat = super().get_tag()
-            return impl, abi, build_aot.platform_tag or plat
+            built = self.distribution.command_obj.get("build_aot")  # this distribution's run
+            return impl, abi, getattr(built, "platform_tag", None) or plat
 
     Tagged.__name__ = cls.__name__
     return Tagged
@@ -75,9 +76,7 @@ def finalize(dist: Any) -> None:
     if settings is None:
         return
     where = str(project_dir / "pyproject.toml")
-    dist.cmdclass["build_aot"] = build_aot
-    build_aot.settings = settings
-    build_aot.project_dir = project_dir
+    dist.cmdclass["build_aot"] = for_project(settings, project_dir)
     build_cls = dist.cmdclass.get("build") or dist.get_command_class("build")
     if not any(name == "build_aot" for name, _ in build_cls.sub_commands):
 
@@ -95,7 +94,10 @@ def finalize(dist: Any) -> None:
         check_static(list(project.get("dependencies", [])), release, where)
         return
     # Dynamic dependencies (or a setup.py-only project): setuptools fills install_requires
-    # after this hook, so the pins are added when it finalises requirements.
+    # after this hook, so the pins are added when it finalises requirements. A private
+    # method: no public hook runs between install_requires being filled (from setup.py or
+    # setup.cfg) and the metadata being written. tests/test_hook.py
+    # (test_setuptools_still_finalizes_requires_after_the_hooks) fails if setuptools changes it.
     original = dist._finalize_requires
 
     def finalize_requires() -> None:
