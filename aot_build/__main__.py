@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     ins = sub.add_parser("inspect", help="list entries, targets and artifacts of a wheel or package")
     ins.add_argument("target", help="a .whl file, a package folder, or an installed package's import name")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
-    sub.add_parser("schema", help="print the JSON schema of [tool.aot-build]")
+    schema = sub.add_parser("schema", help="print the JSON schema of [tool.aot-build]")
+    schema.add_argument("--markdown", action="store_true", help="README's table of the settings instead")
     _step_parsers(sub)
     args = parser.parse_args(argv)
     try:
@@ -30,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(inspect_command(args.target, args.json))
         else:
-            from .settings import json_schema
+            from .settings import json_schema, markdown_table
 
-            print(json.dumps(json_schema(), indent=2))
+            print(markdown_table() if args.markdown else json.dumps(json_schema(), indent=2))
     except AotBuildError as exc:
         print(f"aot-build: error: {exc}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -195,6 +196,27 @@ def json_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": props,
     }
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def markdown_table() -> str:
+    """README's table of ``[tool.aot-build]`` (key, type, default, meaning), generated from
+    :class:`Settings` like the schema; tests/test_settings.py checks README holds it."""
+    names = {"array": "list of str", "boolean": "bool", "integer": "int", "string": "str", "object": "table"}
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key, prop in json_schema()["properties"].items():
+        doc = prop["description"].replace("|", "\\|")
+        rows.append(f"| `{key}` | {names[prop['type']]} | `{_toml(prop['default'])}` | {doc} |")
+    return "\n".join(rows)
 
 
 def _check_type(where: str, key: str, value: Any, f: dataclasses.Field[Any]) -> None:

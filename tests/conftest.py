@@ -122,14 +122,40 @@ def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Calla
 
 @pytest.fixture(scope="session")
 def torch_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """torch (the local pin) and its requirements installed once into a folder, shared by the
-    test environments of :func:`venv_factory` (``helpers.make_venv``'s ``torch_site``)."""
+    """A folder holding torch (the dev environment's: the local pin) and its requirements, as
+    links into the dev environment's site-packages: shared read-only by the test environments
+    of :func:`venv_factory` (``helpers.make_venv``'s ``torch_site``); pip sees torch installed
+    there. (A pip install of torch's 1 GB per environment took minutes on a loaded CI machine.)"""
+    return shared_once(tmp_path_factory, "torch-site", link_installed("torch"))
 
-    def install(folder: Path) -> None:
-        cmd = [sys.executable, "-m", "pip", "install", "-q", "--target", folder, TORCH_PIN]
-        run(cmd, cwd=folder.parent, env=build_env())
 
-    return shared_once(tmp_path_factory, "torch-site", install)
+def link_installed(name: str) -> Callable[[Path], None]:
+    """``make(folder)``: links in ``folder`` to the installed files of distribution ``name``
+    and of everything it requires (extras aside), as they are in this environment."""
+    from importlib.metadata import distribution
+
+    from packaging.requirements import Requirement
+
+    def make(folder: Path) -> None:
+        folder.mkdir()
+        todo, seen = [name], set()
+        while todo:
+            dist = distribution(todo.pop())
+            key = dist.metadata["Name"].lower().replace("_", "-")
+            if key in seen:
+                continue
+            seen.add(key)
+            site = Path(str(dist.locate_file("")))
+            tops = {Path(str(f)).parts[0] for f in dist.files or () if not str(f).startswith("..")}
+            for top in tops - {"__pycache__"}:
+                if not top.endswith(".pth") and not (folder / top).exists():
+                    (folder / top).symlink_to(site / top)
+            for text in dist.requires or ():
+                req = Requirement(text)
+                if req.marker is None or req.marker.evaluate({"extra": ""}):
+                    todo.append(req.name)
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -146,7 +146,8 @@ class Venv:
     def pip_install(
         self, *args: str | os.PathLike[str], env: Mapping[str, str] | None = None, cwd: Path
     ) -> subprocess.CompletedProcess[str]:
-        return run([self.python, "-m", "pip", "install", *args], cwd=cwd, env=env)
+        # torch's 1 GB, on a loaded 2-core machine: minutes
+        return run([self.python, "-m", "pip", "install", *args], cwd=cwd, env=env, timeout=1500)
 
 
 def make_venv(root: Path, torch_site: Path | None = None) -> Venv:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aot_build.errors import ConfigError
-from aot_build.settings import Settings, json_schema, load_settings, settings_from_table
+from aot_build.settings import Settings, json_schema, load_settings, markdown_table, settings_from_table
 
 
 def _project(tmp_path: Path, body: str) -> Path:
@@ -229,3 +229,12 @@ def test_manylinux_floor_default_values_and_environment(tmp_path: Path) -> None:
         assert '"2_28" (the default' in msg and '"host"' in msg, msg
     with pytest.raises(ConfigError, match="manylinux must be string"):
         settings_from_table({"manylinux": 228})
+
+
+def test_readme_holds_the_generated_settings_table() -> None:
+    """README's configuration table is generated from Settings' field docs (one home for
+    each setting's words): regenerate it with ``python -m aot_build schema --markdown``."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = markdown_table()
+    assert table in readme, "README's [tool.aot-build] table is stale: python -m aot_build schema --markdown"
+    assert len(table.splitlines()) == 2 + len(dataclasses.fields(Settings))
