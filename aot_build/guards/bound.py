@@ -17,13 +17,12 @@ turns into a sentence naming the path and what changed.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..names import resolve as resolve_ref
 from .checks import KINDS, MISSING, Check, problem
-from .paths import ObjPath, PathError, resolve
+from .paths import ObjPath, PathError, resolve, root_module
 from .tree import StateTree
 
 #: Node opcodes (the C evaluator uses the same numbers).
@@ -111,12 +110,10 @@ class BoundState:
         if kind == "self":
             return OP_SELF, None
         if kind == "global":
-            module = sys.modules.get(key[0])
-            if module is None:
-                try:
-                    module = resolve_ref(f"{key[0]}:")
-                except LookupError as exc:
-                    raise BindError(str(exc)) from exc
+            try:
+                module = root_module(key[0])
+            except PathError as exc:
+                raise BindError(str(exc)) from exc
             return OP_GLOBAL, (vars(module), key[1])
         if kind == "closure":
             code = self.fn.__code__

@@ -184,18 +184,24 @@ def _dict(obj: Any) -> Any:
         raise PathError(f"{type(obj).__name__} object has no instance attributes") from exc
 
 
+def root_module(name: str) -> Any:
+    """The module a global root lives in: imported already, or imported now (PathError)."""
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = resolve_ref(f"{name}:")
+        except LookupError as exc:
+            raise PathError(str(exc)) from exc
+    return module
+
+
 def root_object(root: tuple[str, ...], self_obj: Any = None, fn: Any = None) -> Any:
     """The object a root names now (``fn``: the entry function, for closure roots)."""
     kind = root[0]
     if kind == "self":
         return self_obj
     if kind == "global":
-        module = sys.modules.get(root[1])
-        if module is None:
-            try:
-                module = resolve_ref(f"{root[1]}:")
-            except LookupError as exc:
-                raise PathError(str(exc)) from exc
+        module = root_module(root[1])
         try:
             return _dict(module)[root[2]]
         except KeyError as exc:
