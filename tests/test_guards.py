@@ -451,6 +451,25 @@ def test_an_attribute_set_and_put_back_is_no_side_effect(pkg: types.ModuleType, 
     assert check() == -1 and pkg.COLLECTOR.active is None and pkg.COLLECTOR.compiling is False
 
 
+def test_weights_read_through_weak_references_are_lifted_at_their_attributes(pkg: types.ModuleType) -> None:
+    """An LSTM reads each weight at ``_flat_weight_refs[i]()`` as well: the export lifts it,
+    and the shim reads it, at its attribute; the result equals eager's with nothing baked in."""
+    from aot_build.compile.inputs import input_sets
+    from aot_build.compile.trace import trace
+    from aot_build.decorate.entry import aot_entry
+
+    captured = capture(pkg.lstm, None, (X,), "t")
+    assert len(captured.weights) == 4
+    for paths, _ in captured.weights:
+        assert paths[0].steps[-1][0] != "call" and any(p.steps[-1][0] == "call" for p in paths)
+    entry = aot_entry(example_inputs=lambda: (X,))(pkg.lstm)
+    (iset,) = input_sets(entry, "t")
+    traced = trace(pkg.lstm, iset, "cpu", "t")
+    assert not traced.ep.constants and len(traced.lifted.tensors) == 4
+    got = traced.ep.module()((X,), tuple(traced.lifted.tensors))[0]
+    assert torch.allclose(got, pkg.lstm(X), atol=1e-6)
+
+
 def test_a_named_tuple_made_inside_is_traced(pkg: types.ModuleType, evaluator: Any) -> None:
     check = Checker(pkg.named_tuple, evaluator)
     assert check() == -1  # the exec-made __new__'s globals are not guarded (no path finds them)

@@ -56,7 +56,10 @@ class Lifted:
         try:
             for paths, sub in zip(self.paths, substitutes, strict=True):
                 for path in paths:
-                    undo.append(assign(path, sub, self_obj, fn))
+                    # a path that ends in a call (an LSTM's weak references to its weights)
+                    # cannot be assigned: the weight is also at an attribute path (capture)
+                    if not (path.steps and path.steps[-1][0] == "call"):
+                        undo.append(assign(path, sub, self_obj, fn))
             yield
         finally:
             for restore in reversed(undo):

@@ -400,8 +400,20 @@ class _Translator:
             self._guard(kind, path, keywords, guard)
         if hooks_read:
             self._global_hooks()
-        captured = Captured(self.builder, list(self._weights.values()), traced_code)
-        return captured
+        weights = []
+        for paths, tensor in self._weights.values():
+            # the first path is the one the export lifts the weight at and the shim reads it by
+            # on each call: one that ends in a plain attribute or item, not in a call (an
+            # LSTM reads its weights through weak references, _flat_weight_refs[i]())
+            paths.sort(key=lambda p: (bool(p.steps) and p.steps[-1][0] == "call", len(p.steps)))
+            if paths[0].steps and paths[0].steps[-1][0] == "call":
+                raise CaptureError(
+                    f"{self.where}: reads the tensor {paths[0].label()} only through a call; aot_build "
+                    "passes every tensor the function reads as an argument, found again by its path.\n"
+                    "  hold the tensor in a module attribute, a global or a closure variable"
+                )
+            weights.append((paths, tensor))
+        return Captured(self.builder, weights, traced_code)
 
     def _guard(self, kind: str, path: ObjPath, keywords: dict[str, Any], guard: Any) -> None:
         add = self.builder.add

@@ -264,3 +264,11 @@ def set_and_restored(x: torch.Tensor) -> torch.Tensor:
 def set_and_left(x: torch.Tensor) -> torch.Tensor:
     COLLECTOR.compiling = True
     return x * 2
+
+
+# -- an LSTM reads its weights through weak references (_flat_weight_refs[i]()) too
+LSTM = torch.nn.LSTM(4, 8, batch_first=True).eval()
+
+
+def lstm(x: torch.Tensor) -> torch.Tensor:
+    return LSTM(x.unsqueeze(0))[0]
