@@ -21,13 +21,16 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from helpers import REPO_ROOT, run, run_traced
 
 from aot_build.compile.driver import Job
+from aot_build.compile.joint import export_joint
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.errors import FallbackWarning
 from aot_build.load import artifacts
+from aot_build.load.autograd import training_call
 from aot_build.load.shim import _overlapping
 from aot_build.manifest import Manifest
 
@@ -268,3 +271,61 @@ def test_overlapping_finds_pairs_with_a_written_tensor() -> None:
     strided = torch.zeros(4, 4)
     assert _overlapping((strided[:, 0], strided[:, 1]), frozenset({0})) == (0, 1)  # conservative
     assert _overlapping((_t(3), _t(3), torch.zeros(0)), frozenset({0, 1, 2})) is None
+
+
+# ---------------------------------------------------------------- training entries (joint.py)
+
+
+def _bn_train(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, *stats: torch.Tensor) -> tuple[torch.Tensor]:
+    mean, var, count = stats
+    count.add_(1)
+    y = F.batch_norm(x, mean, var, w, b, training=True, momentum=0.1)
+    return ((y * torch.arange(y.shape[1])).square().mean(),)
+
+
+class _Flat(torch.nn.Module):
+    def forward(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _bn_train(*flat)
+
+
+def _bn_inputs() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    return [
+        torch.randn(6, 3, generator=g),
+        torch.randn(3, generator=g),
+        torch.randn(3, generator=g),
+        torch.randn(3, generator=g),
+        torch.rand(3, generator=g) + 0.5,
+        torch.tensor(4),
+    ]
+
+
+def test_training_split_updates_running_statistics_as_eager() -> None:
+    """BatchNorm in train mode as a training entry's program: the forward returns the new
+    running statistics and count first, the runtime copies them into the caller's tensors;
+    values, gradients and statistics equal eager's, step after step (programs run as
+    ExportedPrograms here; tests/test_inplace_e2e.py runs compiled ones)."""
+    flags = [True, True, True, False, False, False]
+    ep = torch.export.export(_Flat(), tuple(_bn_inputs()), strict=False)
+    joint = export_joint(ep, flags)
+    assert joint.meta["version"] == 2 and joint.meta["mutated"] == [3, 4, 5]
+    fwd, bwd = joint.forward.module(), joint.backward.module()
+    call = training_call(lambda flat: fwd(tuple(flat)), lambda flat: bwd(tuple(flat)), joint.meta)
+    got = [t.clone().requires_grad_(f) for t, f in zip(_bn_inputs(), flags, strict=True)]
+    want = [t.clone().requires_grad_(f) for t, f in zip(_bn_inputs(), flags, strict=True)]
+    stats = got[3:]
+    for step in range(3):
+        x = torch.randn(6, 3)
+        got[0], want[0] = x.clone().requires_grad_(), x.clone().requires_grad_()
+        (out,) = call(got)
+        (ref,) = _bn_train(*want)
+        out.backward()
+        ref.backward()
+        close(out.detach(), ref.detach())
+        for a, b in zip(got, want, strict=True):
+            close(a.detach(), b.detach())
+            if a.requires_grad:
+                close(a.grad, b.grad)
+                a.grad = b.grad = None
+        assert got[3:] == stats, step  # the same tensors, updated
+    assert int(got[5]) == 4 + 3

@@ -2,7 +2,8 @@
 ``python -m build`` (one target), installed into the fresh environment, run with no compiler on
 PATH and an empty Inductor cache. In strict mode (``AOT_BUILD_STRICT=1``: a fallback is an
 error) every call runs compiled, and step after step its output, every buffer and parameter
-of the package and every argument equal eager's, the same tensor objects updated in place.
+of the package and every argument equal eager's, the same tensor objects updated in place;
+for the training entry (BatchNorm in train mode, ``backward=True``) the gradients too.
 Then (not strict) an ``out=`` call whose output aliases an input falls back with a warning
 naming both, with eager's result."""
 
@@ -23,7 +24,7 @@ import torch
 import inplace_pkg as P
 from aot_build.errors import FallbackWarning
 
-ENTRIES = [P.bn_forward, P.decode, P.ema_update, P.sgd_step, P.add_out, P.normalize_]
+ENTRIES = [P.bn_forward, P.bn_loss, P.decode, P.ema_update, P.sgd_step, P.add_out, P.normalize_]
 CODES = {e.__wrapped__.__code__ for e in ENTRIES}
 ran = []
 
@@ -36,7 +37,7 @@ def profile(frame, event, arg):
 def state():
     """Every buffer and parameter of the package, by name."""
     out = {"K_CACHE": P.K_CACHE, "V_CACHE": P.V_CACHE}
-    for name in ("NET", "PROJ", "MODEL", "EMA", "REGRESSOR"):
+    for name in ("NET", "BN_NET", "PROJ", "MODEL", "EMA", "REGRESSOR"):
         for k, v in getattr(P, name).state_dict(keep_vars=True).items():
             out[f"{name}.{k}"] = v
     return out
@@ -48,13 +49,18 @@ def close(a, b):
     return a == b
 
 
+def copies(args):
+    # the tensor arguments cloned; one tensor passed twice stays one tensor
+    memo = {}
+    return [memo.setdefault(id(a), a.clone()) if isinstance(a, torch.Tensor) else a for a in args]
+
+
 def step(entry, *args):
     """The entry's compiled call and eager on the same state and copies of the arguments:
     whether Python ran, the warnings, and what differs (output, state, arguments, identity)."""
     tensors = state()
     before = {k: v.detach().clone() for k, v in tensors.items()}
-    args_c = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    args_e = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    args_c, args_e = copies(args), copies(args)
     del ran[:]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -86,8 +92,50 @@ def step(entry, *args):
 STRICT = (
     COMMON
     + r"""
+def train_step(x, y):
+    # bn_loss(x, y).backward() compiled and eager from the same state: what differs (loss,
+    # gradients of x and of every parameter, buffers), and the compiled loss's grad_fn
+    tensors = state()
+    params = dict(P.BN_NET.named_parameters())
+    before = {k: v.detach().clone() for k, v in tensors.items()}
+    xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    del ran[:]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sys.setprofile(profile)
+        try:
+            loss = P.bn_loss(xc, y)
+        finally:
+            sys.setprofile(None)
+    grad_fn = type(loss.grad_fn).__name__
+    loss.backward()
+    got = {k: v.detach().clone() for k, v in tensors.items()}
+    got_grads = {k: p.grad.clone() for k, p in params.items()}
+    with torch.no_grad():
+        for k, v in tensors.items():
+            v.copy_(before[k])
+    for p in params.values():
+        p.grad = None
+    ref = P.bn_loss.__wrapped__(xe, y)
+    ref.backward()
+    after = state()
+    differs = [k for k in tensors if after[k] is not tensors[k] or not close(got[k], after[k].detach())]
+    differs += [f"grad {k}" for k, p in params.items() if not close(got_grads[k], p.grad)]
+    differs += [] if close(xc.grad, xe.grad) else ["grad x"]
+    differs += [] if close(loss.detach(), ref.detach()) else ["output"]
+    for p in params.values():
+        p.grad = None
+    return {
+        "python": bool(ran),
+        "warnings": [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)],
+        "differs": differs,
+        "grad_fn": grad_fn,
+        "num_batches_tracked": int(P.BN_NET[1].num_batches_tracked),
+    }
+
+
 torch.manual_seed(11)
-facts = {}
+facts = {"bn_loss": [train_step(torch.randn(6, 8), torch.randn(6, 1)) for _ in range(4)]}
 with torch.no_grad():
     facts["bn_forward"] = [step(P.bn_forward, torch.randn(4, 8)) for _ in range(4)]
     facts["decode"] = [step(P.decode, torch.randn(1, 8), torch.tensor([pos])) for pos in range(6)]
@@ -136,11 +184,14 @@ def test_the_manifest_records_what_each_entry_writes(inplace_installed: dict[str
     # argument tensors come first, then the weights, in the order the library takes them
     assert written["inplace_pkg:add_out"] == [(2,)]
     assert written["inplace_pkg:normalize_"] == [(0,)]
-    for key in ("bn_forward", "decode", "ema_update", "sgd_step"):
+    for key in ("bn_forward", "bn_loss", "decode", "ema_update", "sgd_step"):
         (mutated,) = written[f"inplace_pkg:{key}"]
         assert mutated, key
     (bn,) = records["inplace_pkg:bn_forward"].variants
     assert len(bn.mutated) == 3  # running_mean, running_var, num_batches_tracked
+    (bn_loss,) = records["inplace_pkg:bn_loss"].variants
+    assert len(bn_loss.mutated) == 3 and bn_loss.training["mutated"]  # copied back by the runtime
+    assert {a.role for a in bn_loss.artifacts} == {"inference", "forward", "backward"}
     (sgd,) = records["inplace_pkg:sgd_step"].variants
     assert len(sgd.mutated) == 4  # both layers' weight and bias
     assert {a.target for e in records.values() for v in e.variants for a in v.artifacts} == {"cpu-baseline"}
@@ -153,11 +204,21 @@ def strict_run(inplace_installed: dict[str, Any], tmp_path_factory: pytest.TempP
     )
 
 
-@pytest.mark.parametrize("entry", ["bn_forward", "decode", "ema_update", "sgd_step", "add_out", "normalize_"])
+@pytest.mark.parametrize(
+    "entry", ["bn_forward", "bn_loss", "decode", "ema_update", "sgd_step", "add_out", "normalize_"]
+)
 def test_every_step_runs_compiled_and_equals_eager(strict_run: dict[str, Any], entry: str) -> None:
     for i, facts in enumerate(strict_run[entry]):
         assert facts["python"] is False, (entry, i, facts)
         assert facts["warnings"] == [] and facts["differs"] == [], (entry, i, facts)
+
+
+def test_batchnorm_training_entry_runs_compiled_backward(strict_run: dict[str, Any]) -> None:
+    """Gradients through the compiled forward and backward libraries; running statistics
+    and num_batches_tracked copied back after each forward (1, 2, 3, 4 as in eager)."""
+    steps = strict_run["bn_loss"]
+    assert [f["grad_fn"] for f in steps] == ["_JoinedBackward"] * 4
+    assert [f["num_batches_tracked"] for f in steps] == [1, 2, 3, 4]
 
 
 def test_functions_return_the_callers_tensor(strict_run: dict[str, Any]) -> None:

@@ -329,12 +329,13 @@ class _Compiler:
         return traced
 
     @staticmethod
-    def joint(ep: torch.export.ExportedProgram, where: str) -> JointPrograms:
+    def joint(ep: torch.export.ExportedProgram, where: str, mutated: tuple[int, ...] = ()) -> JointPrograms:
         """The forward and backward programs of a training entry's variant; every floating
-        input (argument or weight) gets its gradient computed."""
+        input (argument or weight) gets its gradient computed, but those updated in place
+        (``mutated``: running statistics, caches), which take none."""
         flags = [
-            isinstance(v, torch.Tensor) and v.dtype.is_floating_point
-            for v in (n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder")
+            isinstance(v, torch.Tensor) and v.dtype.is_floating_point and i not in mutated
+            for i, v in enumerate(n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder")
         ]
         try:
             return export_joint(ep, flags)
@@ -399,7 +400,7 @@ class _Compiler:
                 continue
             programs[d] = self.save_program(t.ep, here)
             if entry.backward:
-                joint = self.joint(t.ep, here)
+                joint = self.joint(t.ep, here, t.mutated)
                 programs[f"{d}/forward"] = self.save_program(joint.forward, here)
                 programs[f"{d}/backward"] = self.save_program(joint.backward, here)
                 training = joint.meta

@@ -24,6 +24,19 @@ def bn_forward(x: torch.Tensor) -> torch.Tensor:
     return NET(x)
 
 
+#: BatchNorm in train mode in a training entry: gradients, and the running statistics move.
+BN_NET = torch.nn.Sequential(
+    torch.nn.Linear(DIM, DIM), torch.nn.BatchNorm1d(DIM), torch.nn.Tanh(), torch.nn.Linear(DIM, 1)
+)
+BN_NET.train()
+
+
+@aot_entry(example_inputs=lambda: (torch.randn(6, DIM), torch.randn(6, 1)), backward=True)
+def bn_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """A loss to call .backward() on; each call updates BN_NET's running statistics."""
+    return F.mse_loss(BN_NET(x), y)
+
+
 #: A static KV cache, written at one position per decode step.
 K_CACHE = torch.zeros(MAX_LEN, DIM)
 V_CACHE = torch.zeros(MAX_LEN, DIM)
