@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,11 @@ def worker(kind: str, config: dict[str, Any]) -> None:
                 )
                 if not same:
                     raise SystemExit(f"{k} differs from eager after one step of {name}")
-            fns = {k: (lambda fn=fn: fn(*args())) for k, fn in contenders.items()}
+
+            def timed(fn: Callable[..., Any]) -> Callable[[], object]:
+                return lambda: fn(*args())
+
+            fns = {k: timed(fn) for k, fn in contenders.items()}
             for fn in fns.values():  # warm-up (torch.compile compiles here)
                 for _ in range(20):
                     fn()
