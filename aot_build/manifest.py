@@ -144,6 +144,8 @@ class Variant:
         training: for training entries (``backward=True``) compiled by a flat rule: how the
             ``forward`` and ``backward`` artifacts connect (:mod:`aot_build.compile.joint`);
             empty otherwise.
+        mutated: the tensors the artifact writes in place (state updated in place), by index
+            among the tensors it takes: the argument tensors in leaf order, then the weights.
     """
 
     inputs: Any
@@ -158,6 +160,7 @@ class Variant:
     pinned: dict[str, int] = field(default_factory=dict)
     labels: tuple[str, ...] = ()
     training: dict[str, Any] = field(default_factory=dict)
+    mutated: tuple[int, ...] = ()
 
     def label(self, i: int) -> str:
         return self.labels[i] if i < len(self.labels) else f"argument leaf {i}"
@@ -450,6 +453,7 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "pinned": dict(v.pinned),
         "labels": list(v.labels),
         "training": dict(v.training),
+        "mutated": list(v.mutated),
     }
 
 
@@ -489,6 +493,7 @@ def _variant(raw: dict[str, Any]) -> Variant:
         pinned={str(k): int(v) for k, v in raw.get("pinned", {}).items()},
         labels=tuple(str(x) for x in raw.get("labels", ())),
         training=dict(raw.get("training", {})),
+        mutated=tuple(int(i) for i in raw.get("mutated", ())),
     )
 
 

@@ -129,21 +129,22 @@ E = "aot-build: error: bad_compiles_pkg.ops:"
         ),
         pytest.param(
             [
-                f"{E}mutates (bad_compiles_pkg/ops.py:27): mutates argument x in place",
-                "compute out of place (y = x + 1 instead of x.add_(1))",
+                f"{E}calls_backward (bad_compiles_pkg/ops.py:27): calls backward(), which "
+                "accumulates into .grad attributes",
+                "compute the gradients with torch.autograd.grad(loss, params)",
             ],
-            id="input-mutated-in-place",
+            id="backward-inside-an-entry",
         ),
         pytest.param(
             [
-                f"{E}odd_output (bad_compiles_pkg/ops.py:38): output leaf 0 is bad_compiles_pkg.ops.Box",
+                f"{E}odd_output (bad_compiles_pkg/ops.py:39): output leaf 0 is bad_compiles_pkg.ops.Box",
                 "return the object's tensors instead, or make its class a dataclass",
             ],
             id="output-not-tensors-or-values",
         ),
         pytest.param(
             [
-                f"{E}bad_example_leaf (bad_compiles_pkg/ops.py:43): example argument mode is a set",
+                f"{E}bad_example_leaf (bad_compiles_pkg/ops.py:44): example argument mode is a set",
                 "fix example_inputs",
             ],
             id="example-input-of-unsupported-type",

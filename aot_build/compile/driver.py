@@ -192,18 +192,21 @@ def random_ops(ep: torch.export.ExportedProgram) -> list[str]:
     return sorted(found)
 
 
-def mutated_inputs(traced: Traced, iset: InputSet) -> list[str]:
-    """Arguments and weights the exported program writes to (by their names in messages)."""
+def mutated_inputs(traced: Traced) -> tuple[tuple[int, ...], list[str]]:
+    """The tensors the exported program writes to in place: their indices among the tensors
+    the library takes (argument tensors, then weights), and state it writes that is neither
+    (by name; such a program is refused)."""
     from torch.export.graph_signature import InputKind, TensorArgument
 
-    mutable = any(
+    sig = traced.ep.graph_signature
+    mutable = bool(sig.user_inputs_to_mutate or sig.buffers_to_mutate) or any(
         n.op == "call_function"
         and isinstance(n.target, torch._ops.OpOverload)
         and n.target._schema.is_mutable
         for n in traced.ep.graph.nodes
     )
     if not mutable:  # the common case: no in-place op at all, nothing to functionalize
-        return []
+        return (), []
     # export's IR keeps in-place ops; functionalizing (what AOTInductor does next) says
     # which inputs they write to, through views too.
     sig = traced.ep.run_decompositions({}).graph_signature
@@ -213,10 +216,15 @@ def mutated_inputs(traced: Traced, iset: InputSet) -> list[str]:
         for spec in sig.input_specs
         if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument)
     ]
+    indices = tuple(i for i, name in enumerate(tensors) if name in targets)
+    return indices, sorted(targets - set(tensors))
+
+
+def mutated_labels(traced: Traced, iset: InputSet, indices: tuple[int, ...]) -> list[str]:
+    """``argument x``, ``weight BN.running_mean``: the written tensors, for messages."""
     labels = [f"argument {lb}" for lb in iset.tensor_labels()]
     labels += [f"weight {p[0].label()}" for p in traced.lifted.paths]
-    out = [label for name, label in zip(tensors, labels, strict=False) if name in targets]
-    return out or sorted(f"state {n}" for n in targets - set(tensors))
+    return [labels[i] for i in indices]
 
 
 class _Compiler:
@@ -267,14 +275,18 @@ class _Compiler:
                 "flow, no unsupported calls), or fix example_inputs / dynamic_shapes as the "
                 "message above suggests",
             ) from exc
-        mutated = mutated_inputs(traced, iset)
-        if mutated:
+        traced.mutated, other = mutated_inputs(traced)
+        if other:
             raise CompileError(
-                f"{where}: mutates {', '.join(mutated)} in place; entries must treat their "
-                "arguments and the package's tensors as read-only (the per-call checks, cached "
-                "weight metadata and returned objects assume it).\n  compute out of place "
-                "(y = x + 1 instead of x.add_(1)), or clone first (x = x.clone()) and return "
-                "what changed"
+                f"{where}: writes in place to {', '.join(other)}, which is neither an argument nor "
+                "a weight read from package state; the caller could never see the new value.\n  "
+                "pass the tensor as an argument, or hold it in a module global or on self"
+            )
+        if traced.mutated:
+            say(
+                f"note: {entry.key} updates in place: "
+                f"{', '.join(mutated_labels(traced, iset, traced.mutated))} (written into the "
+                "caller's tensors by the compiled library, as eager does)"
             )
         consts = constant_tensors(traced.ep)
         outside = [k for k, t in consts.items() if t.numel() and t.data_ptr() in live]
@@ -317,12 +329,13 @@ class _Compiler:
         return traced
 
     @staticmethod
-    def joint(ep: torch.export.ExportedProgram, where: str) -> JointPrograms:
+    def joint(ep: torch.export.ExportedProgram, where: str, mutated: tuple[int, ...] = ()) -> JointPrograms:
         """The forward and backward programs of a training entry's variant; every floating
-        input (argument or weight) gets its gradient computed."""
+        input (argument or weight) gets its gradient computed, but those updated in place
+        (``mutated``: running statistics, caches), which take none."""
         flags = [
-            isinstance(v, torch.Tensor) and v.dtype.is_floating_point
-            for v in (n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder")
+            isinstance(v, torch.Tensor) and v.dtype.is_floating_point and i not in mutated
+            for i, v in enumerate(n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder")
         ]
         try:
             return export_joint(ep, flags)
@@ -387,7 +400,7 @@ class _Compiler:
                 continue
             programs[d] = self.save_program(t.ep, here)
             if entry.backward:
-                joint = self.joint(t.ep, here)
+                joint = self.joint(t.ep, here, t.mutated)
                 programs[f"{d}/forward"] = self.save_program(joint.forward, here)
                 programs[f"{d}/backward"] = self.save_program(joint.backward, here)
                 training = joint.meta
@@ -409,6 +422,7 @@ class _Compiler:
             pinned=dict(iset.pinned),
             labels=tuple(iset.labels),
             training=training,
+            mutated=traced.mutated,
         )
         say(f"{entry.key} ({variant.signature()}): {state.summary()}")
         return variant, programs, shapes

@@ -11,7 +11,11 @@ Route and reasons:
   inputs are mutated and which outputs take a gradient.
 * **Outputs that alias an input** (a view of an argument or weight) are cloned and the joint
   traced again: AOTAutograd would regenerate such views outside the graph, which a shipped
-  library cannot. In-place writes to inputs are refused (the inference build refuses them too).
+  library cannot.
+* **In-place updates of inputs that take no gradient** (BatchNorm's running statistics and
+  ``num_batches_tracked`` in train mode, a cache, a counter): AOTAutograd functionalizes them,
+  and the forward program returns their new values first; the runtime copies them into the
+  caller's tensors (``copy_``). Writes to inputs that take a gradient are refused.
 * **Min-cut rematerialization partitioner** (``partitioner="default"`` picks the eager-like
   one): it recomputes cheap pointwise ops in the backward instead of saving them, so fewer and
   smaller tensors live between forward and backward.
@@ -39,6 +43,9 @@ Metadata (JSON): ``{"version": 1, "num_inputs": N, "num_outputs": n, "num_saved"
 the N flat inputs to n user outputs then k saved tensors (the last c of them shape carriers);
 the backward library takes the k saved tensors then one gradient per differentiable output
 (in output order) and returns the gradients of ``grad_inputs`` (flat input indices), in order.
+Version 2 adds ``"mutated": [int]``, the flat inputs updated in place: the forward library
+returns their new values (in that order) before the n user outputs. Programs that update
+nothing are written as version 1.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from torch.export import Dim
 
 from ..errors import CompileError
 
-META_VERSION = 1
+META_VERSION = 2
 PARTITIONERS = ("min_cut", "default")
 
 
@@ -188,8 +195,9 @@ def _trace_joint(
     except Exception as exc:
         if "mutation" in str(exc):
             raise CompileError(
-                "the program writes to an input in place; training entries may not (return the "
-                "new value instead)"
+                "the program writes in place to an input that requires grad; training entries may "
+                "update only tensors that take no gradient (running statistics, caches, counters): "
+                "return the new value instead"
             ) from exc
         raise CompileError(
             f"tracing the joint forward/backward graph failed: {type(exc).__name__}: {exc}"
@@ -217,8 +225,9 @@ def _partition(
 
 
 class _Forward(torch.nn.Module):
-    """The partitioned forward: user outputs, then the saved tensors (contiguous), then one
-    zero-element ``(size, 0)`` tensor per carried size. Saved SymInts are dropped."""
+    """The partitioned forward: new values of updated inputs and user outputs, then the saved
+    tensors (contiguous; an updated input saved as it was, cloned), then one zero-element
+    ``(size, 0)`` tensor per carried size. Saved SymInts are dropped."""
 
     def __init__(
         self,
@@ -226,17 +235,19 @@ class _Forward(torch.nn.Module):
         n_out: int,
         saved_tensor_pos: list[int],
         carriers: list[tuple[int, int]],
+        clone_saved: set[int],
     ) -> None:
         super().__init__()
         self.gm = gm
         self._n_out = n_out
         self._saved = saved_tensor_pos
         self._carriers = carriers
+        self._clone = clone_saved
 
     def forward(self, flat: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
         outs = self.gm(*flat)
         user = list(outs[: self._n_out])
-        saved = [outs[p].contiguous() for p in self._saved]
+        saved = [outs[p].clone() if p in self._clone else outs[p].contiguous() for p in self._saved]
         carried = [flat[i].new_empty((flat[i].size(d), 0)) for i, d in self._carriers]
         return (*user, *saved, *carried)
 
@@ -317,10 +328,13 @@ def export_joint(
     clone: frozenset[int] = frozenset()
     for _ in range(2):
         fx_g, meta = _trace_joint(gm, fakes, clone)
-        if any(i.mutates_data or i.mutates_metadata for i in meta.input_info):
+        infos = meta.input_info
+        refused = [i for i, f in enumerate(infos) if f.mutates_metadata or (f.mutates_data and flags[i])]
+        if refused:
             raise CompileError(
-                "the program writes to an input in place; training entries may not (return the "
-                "new value instead)"
+                f"the program writes in place to an input that requires grad (or changes its shape or "
+                f"strides): flat input(s) {refused}; training entries may update only tensors that "
+                "take no gradient (running statistics, caches, counters): return the new value instead"
             )
         aliased = frozenset(i for i, o in enumerate(meta.output_info) if o.output_type.name != "non_alias")
         if not aliased - clone:
@@ -339,16 +353,23 @@ def export_joint(
 
     n_out = len(meta.output_info)
     diff = [bool(o.requires_grad) for o in meta.output_info]
-    fw_gm, bw_gm = _partition(fx_g, n_out, partitioner)
+    # inputs updated in place: the joint graph returns their new values first
+    mutated = [i for i, info in enumerate(meta.input_info) if info.mutates_data]
+    n_fwd = len(mutated) + n_out
+    fw_gm, bw_gm = _partition(fx_g, n_fwd, partitioner)
 
     # forward: which outputs after the user outputs are tensors (saved) or SymInts (dropped)
     fw_out_node = next(n for n in fw_gm.graph.nodes if n.op == "output")
     fw_outs = list(fw_out_node.args[0])
-    saved_nodes = fw_outs[n_out:]
+    saved_nodes = fw_outs[n_fwd:]
     saved_tensor_pos = [
-        n_out + k for k, node in enumerate(saved_nodes) if isinstance(node.meta.get("val"), torch.Tensor)
+        n_fwd + k for k, node in enumerate(saved_nodes) if isinstance(node.meta.get("val"), torch.Tensor)
     ]
     saved_names = [fw_outs[p].name for p in saved_tensor_pos]
+    # an input saved as it was must not follow the caller's copy of its new value
+    fw_primals = [n.name for n in fw_gm.graph.nodes if n.op == "placeholder"]
+    written = {fw_primals[i] for i in mutated if i < len(fw_primals)}
+    clone_saved = {p for p in saved_tensor_pos if fw_outs[p].name in written}
 
     # backward inputs: saved tensors by name, SymInts as expressions, then tangents
     bw_ph = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
@@ -429,7 +450,7 @@ def export_joint(
         raise CompileError("no output depends differentiably on an input that requires grad")
 
     dims = _Dims(ep)
-    fwd_mod = _Forward(fw_gm, n_out, saved_tensor_pos, carriers)
+    fwd_mod = _Forward(fw_gm, n_fwd, saved_tensor_pos, carriers, clone_saved)
     fwd_examples = [_example(v, contiguous=False) for v in vals]
     fwd_ep = _export(fwd_mod, fwd_examples, [dims.spec(v) for v in vals], "forward")
 
@@ -438,7 +459,8 @@ def export_joint(
     bwd_ep = _export(bwd_mod, bwd_examples, [dims.spec(v) for v in all_vals], "backward")
 
     meta_out: dict[str, Any] = {
-        "version": META_VERSION,
+        # version 1 runtimes would take the new values of updated inputs for user outputs
+        "version": META_VERSION if mutated else 1,
         "num_inputs": len(flags),
         "num_outputs": n_out,
         "num_saved": n_saved,
@@ -449,4 +471,6 @@ def export_joint(
         "absent_grads": absent,
         "partitioner": partitioner,
     }
+    if mutated:
+        meta_out["mutated"] = mutated
     return JointPrograms(fwd_ep, bwd_ep, meta_out)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from .. import trees
@@ -51,6 +52,8 @@ class Traced:
     captured: Captured
     outputs: Outputs
     embedded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: The tensors the program writes in place, by index among those the library takes.
+    mutated: tuple[int, ...] = ()
 
     def state_tree(self) -> StateTree:
         """The variant's guard tree: the captured guards, and each lifted weight at its paths."""
@@ -159,17 +162,56 @@ def _to(device: str, value: Any) -> Any:
     return pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
 
 
+class _AutogradCalls(TorchFunctionMode):
+    """Notes whether the function differentiates by itself (``torch.autograd.grad``), and
+    whether it calls ``backward()``, whose ``.grad`` writes a library cannot make."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grad = False
+        self.backward = False
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        if func is torch.autograd.grad:
+            self.grad = True
+        elif func is torch.Tensor.backward or func is torch.autograd.backward:
+            self.backward = True
+        return func(*args, **(kwargs or {}))
+
+
+def _refuse_grad_outputs(eager: Any, outputs: Outputs, where: str) -> None:
+    """Eager, under no_grad, returned a tensor that requires grad (computed under
+    ``enable_grad`` inside the function); the library's outputs never do."""
+    for i, (leaf, kind) in enumerate(zip(pytree.tree_leaves(eager), outputs.leaves, strict=False)):
+        if kind.kind == "tensor" and isinstance(leaf, torch.Tensor) and leaf.requires_grad:
+            raise CompileError(
+                f"{where}: output leaf {i} requires grad even under torch.no_grad() (it is computed "
+                "under torch.enable_grad() inside the function); the compiled library returns plain "
+                "tensors.\n  return it detached (loss.detach()), or make the entry a training entry "
+                "(backward=True) without enable_grad inside"
+            )
+
+
 def trace(fn: Callable[..., Any], iset: InputSet, device: str, where: str) -> Traced:
     """Capture and export ``fn`` on ``iset`` for ``device``; see the module docstring."""
     self_obj = iset.self_obj
+    calls = _AutogradCalls()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), calls:
             eager = fn(self_obj, *iset.args) if self_obj is not None else fn(*iset.args)
     except Exception as exc:
         raise CompileError(
             f"{where}: the function raised {type(exc).__name__} when run on example_inputs: {exc}\n  "
             "fix the function or example_inputs so that it runs as plain Python first"
         ) from exc
+    if calls.backward:
+        raise CompileError(
+            f"{where}: calls backward(), which accumulates into .grad attributes; a compiled "
+            "library cannot set them.\n  compute the gradients with torch.autograd.grad(loss, "
+            "params) and use them in the function (an SGD step: p.sub_(lr * g) under no_grad)"
+        )
     _register_dataclasses(eager)
     captured = capture(fn, self_obj, iset.args, where)
     lifted = Lifted()
@@ -178,12 +220,21 @@ def trace(fn: Callable[..., Any], iset: InputSet, device: str, where: str) -> Tr
             lifted.add(path, tensor)
     traced = _Traced(fn, lifted, self_obj, where)
     args = _to(device, iset.args)
-    weights = tuple(t.detach().to(device) for t in lifted.tensors)
-    ep = torch.export.export(
-        traced,
-        (args, weights),
-        dynamic_shapes=(iset.export_spec(), (None,) * len(weights)),
-        strict=False,
+    # A function that differentiates by itself needs its weights' requires_grad as they are
+    # (the library computes those gradients inside); others trace on plain tensors.
+    weights = tuple(
+        t.detach().to(device).requires_grad_(calls.grad and t.requires_grad) for t in lifted.tensors
     )
+    dynamic_shapes = (iset.export_spec(), (None,) * len(weights))
+    if calls.grad:
+        # export's default (pre-dispatch) IR loses the tensors autograd saves between the
+        # function's forward and its torch.autograd.grad (2.13: "a fake tensor in the exported
+        # program constant's list"); the ATen-level trace runs the backward as it records it.
+        from torch.export._trace import _export
+
+        ep = _export(traced, (args, weights), dynamic_shapes=dynamic_shapes, strict=False, pre_dispatch=False)
+    else:
+        ep = torch.export.export(traced, (args, weights), dynamic_shapes=dynamic_shapes, strict=False)
     assert traced.result.outputs is not None
+    _refuse_grad_outputs(eager, traced.result.outputs, where)
     return Traced(ep, lifted, captured, traced.result.outputs)

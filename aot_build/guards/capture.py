@@ -86,7 +86,8 @@ class CaptureError(CompileError):
 @contextlib.contextmanager
 def _dynamo_settings() -> Iterator[None]:
     """Dynamo as the export sees the function: static shapes, every Python int and float a
-    constant (so each one read is guarded), LSTMs traced, nothing cached between entries."""
+    constant (so each one read is guarded), LSTMs and ``torch.autograd.grad`` traced (a whole
+    training step in one entry), nothing cached between entries."""
     import torch._dynamo
     from torch._dynamo.eval_frame import set_enable_dynamic
     from torch._dynamo.utils import get_metrics_context
@@ -105,6 +106,7 @@ def _dynamo_settings() -> Iterator[None]:
             force_parameter_static_shapes=True,
             skip_nnmodule_hook_guards=False,
             side_effect_replay_policy="error",
+            trace_autograd_ops=True,
         ),
         get_metrics_context(),
         set_enable_dynamic(False),

@@ -16,7 +16,8 @@ import torch
 
 Program = Callable[[list[torch.Tensor]], Sequence[torch.Tensor]]
 
-SUPPORTED_META_VERSION = 1
+#: Training metadata versions this runtime reads (2: inputs updated in place, see joint.py).
+SUPPORTED_META_VERSIONS = (1, 2)
 
 
 class TrainingMetaError(ValueError):
@@ -27,10 +28,10 @@ class _Plan:
     """The metadata, checked and turned into indices once."""
 
     def __init__(self, meta: dict[str, Any]) -> None:
-        if meta.get("version") != SUPPORTED_META_VERSION:
+        if meta.get("version") not in SUPPORTED_META_VERSIONS:
             raise TrainingMetaError(
                 f"training metadata version {meta.get('version')!r}; this aot_build reads "
-                f"version {SUPPORTED_META_VERSION}"
+                f"versions {', '.join(map(str, SUPPORTED_META_VERSIONS))}"
             )
         self.num_inputs = int(meta["num_inputs"])
         self.num_outputs = int(meta["num_outputs"])
@@ -38,6 +39,8 @@ class _Plan:
         self.differentiable = [bool(d) for d in meta["differentiable_outputs"]]
         self.grad_inputs = [int(i) for i in meta["grad_inputs"]]
         self.compiled_grad = set(self.grad_inputs) | {int(i) for i in meta.get("absent_grads", [])}
+        #: Inputs updated in place: the forward library returns their new values first.
+        self.mutated = [int(i) for i in meta.get("mutated", [])]
         if len(self.differentiable) != self.num_outputs:
             raise TrainingMetaError("differentiable_outputs does not have one flag per output")
 
@@ -46,14 +49,25 @@ def _contiguous(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous() else t.contiguous()
 
 
+def _split(plan: _Plan, flat: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The forward library's outputs after the new values of updated inputs, which are copied
+    into the caller's tensors (AOTAutograd returns them instead of writing them)."""
+    n = len(plan.mutated)
+    with torch.no_grad():
+        for i, new in zip(plan.mutated, outs[:n], strict=True):
+            flat[i].copy_(new)
+    return list(outs[n:])
+
+
 class _Joined(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, call: _Call, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
         plan = call.plan
         outs = list(call.fwd(list(flat)))
-        expected = plan.num_outputs + plan.num_saved
+        expected = len(plan.mutated) + plan.num_outputs + plan.num_saved
         if len(outs) != expected:
             raise RuntimeError(f"the forward library returned {len(outs)} tensors, expected {expected}")
+        outs = _split(plan, flat, outs)
         user = outs[: plan.num_outputs]
         # the backward library was compiled for contiguous saved tensors
         saved = [_contiguous(t) for t in outs[plan.num_outputs :]]
@@ -114,7 +128,7 @@ class _Call:
             raise TypeError(f"the entry takes {plan.num_inputs} tensors, got {len(flat)}")
         if not torch.is_grad_enabled() or not any(t.requires_grad for t in flat):
             # nothing to differentiate: run the forward, drop what backward would need
-            return list(self.fwd(list(flat))[: plan.num_outputs])
+            return _split(plan, flat, self.fwd(list(flat)))[: plan.num_outputs]
         missing = [i for i, t in enumerate(flat) if t.requires_grad and i not in plan.compiled_grad]
         if missing:
             raise RuntimeError(

@@ -87,14 +87,22 @@ class CheckBuilder:
         cuda: whether the variant has CUDA artifacts.
         size_one: symbols some other variant serves at size 1.
         trains: the variant has training artifacts: tensors requiring grad are its to serve.
+        mutated: the tensors the artifact writes in place (indices among the argument tensors,
+            then the weights): each one requiring grad in grad mode fails a check of its own.
     """
 
     def __init__(
-        self, variant: Variant, cuda: bool, size_one: frozenset[str] = frozenset(), trains: bool = False
+        self,
+        variant: Variant,
+        cuda: bool,
+        size_one: frozenset[str] = frozenset(),
+        trains: bool = False,
+        mutated: tuple[int, ...] = (),
     ) -> None:
         self.v = variant
         self.cuda = cuda
         self.trains = trains
+        self.mutated = mutated
         self.size_one = size_one
         self.src = _Source()
 
@@ -246,6 +254,20 @@ class CheckBuilder:
         src = self.src
         n = len(self.v.leaves)
         tensors = self._inputs()
+        for k in self.mutated:
+            if k >= len(tensors):  # a weight: checked with the weights
+                continue
+            i = int(tensors[k][1:])
+            what = f"argument {self.v.label(i)}"
+            src.require(
+                f"GE() and {tensors[k]}.requires_grad",
+                "autograd",
+                f"{what} requires grad",
+                lambda s, args, what=what: (
+                    f"{what} is updated in place and requires grad while grad mode is on; the "
+                    "library does not record the update for autograd. Call under torch.no_grad()"
+                ),
+            )
         grads = " or ".join(f"{a}.requires_grad" for a in tensors)
         if grads and not self.trains:
             fail = src.fail("autograd", "autograd", lambda s, args: _AUTOGRAD)

@@ -215,6 +215,8 @@ class _VariantRunner:
         )
         self.cpu_pick: Artifact | Miss | None = None
         self.cpu_runner: Any = None
+        #: The tensors the library writes in place, by index among those it takes.
+        self.mutated = variant.mutated
 
     @functools.cached_property
     def state(self) -> BoundState | Miss:
@@ -266,7 +268,9 @@ class _VariantRunner:
     def check(self) -> Check | RefusingCheck:
         """Generated on first use: most calls of an entry meet one variant only."""
         try:
-            return CheckBuilder(self.variant, "cuda" in self.by_device, self._size_one, self.trains).build()
+            return CheckBuilder(
+                self.variant, "cuda" in self.by_device, self._size_one, self.trains, self.mutated
+            ).build()
         except Exception as exc:  # a record the generator cannot use: fall back, never crash
             return RefusingCheck(f"cannot use its manifest record: {type(exc).__name__}: {exc}")
 
@@ -391,6 +395,10 @@ class _VariantRunner:
         ``args``/``kwargs`` as the caller passed them (for CALL rules)."""
         device = r[0].device if self.n_tensors and not r[0].is_cpu else _CPU
         r = r + held.tensors
+        if self.mutated:
+            problem = self.written_problem(r)
+            if problem is not None:
+                raise problem
         grad = False
         if self.trains:
             grad = _is_grad_enabled() and any(type(t) in _TENSOR_TYPES and t.requires_grad for t in r)
@@ -409,6 +417,8 @@ class _VariantRunner:
                 with torch.no_grad():  # checked: nothing requires grad; built for no-grad calls
                     return runner(*args, **kwargs)
             out = runner(r)
+            if self.mutated:  # written by the library, unseen by autograd: as eager's in-place ops
+                _increment_version(tuple(r[i] for i in self.mutated))
         except rules.Refused as exc:
             rule = self.variant.artifacts[0].rule
             raise Miss("rule", f"rule {rule} refused the call: {exc}", f"rule {rule} refused") from exc
@@ -418,6 +428,81 @@ class _VariantRunner:
             ) from exc
         return self.build(out, leaves, r)
 
+    def written_label(self, i: int) -> str:
+        """``argument out``, ``weight NET.1.running_mean``: tensor ``i`` the library takes."""
+        args = [self.variant.label(k) for k, lf in enumerate(self.variant.leaves) if lf.tensor is not None]
+        return f"argument {args[i]}" if i < len(args) else f"weight {self.weights.labels[i - len(args)]}"
+
+    def written_problem(self, r: tuple[Any, ...]) -> Miss | None:
+        """Why the library must not write this call's tensors in place (None: it may): a
+        written tensor that shares memory with another tensor of the call (eager's in-place
+        op would read what it writes; the library reads and writes in another order), that
+        requires grad in grad mode, or that eager refuses to write (an inference tensor
+        outside inference mode, elements overlapping within the tensor)."""
+        mutated = frozenset(self.mutated)
+        for i in self.mutated:
+            t = r[i]
+            if t.requires_grad and _is_grad_enabled():
+                what = self.written_label(i)
+                return Miss(
+                    "autograd",
+                    f"{what} is updated in place and requires grad while grad mode is on; the "
+                    "library does not record the update for autograd. Call under torch.no_grad()",
+                    f"{what} requires grad",
+                )
+            if t.is_inference() and not _inference_mode():
+                what = self.written_label(i)
+                return Miss(
+                    "inplace",
+                    f"{what} is updated in place and is an inference tensor outside inference mode "
+                    "(eager refuses the update)",
+                    f"{what} inference",
+                )
+            if not t.is_contiguous() and torch._debug_has_internal_overlap(t) == 1:
+                what = self.written_label(i)
+                return Miss(
+                    "inplace",
+                    f"{what} is updated in place and its elements overlap in memory (an expanded "
+                    "tensor; eager refuses the update)",
+                    f"{what} overlap",
+                )
+        pair = _overlapping(r, mutated)
+        if pair is None:
+            return None
+        a, b = (self.written_label(k) for k in pair)
+        return Miss(
+            "alias",
+            f"{a} is updated in place and shares memory with {b}; the compiled library may read "
+            "what it already wrote. Pass tensors that do not share memory (.clone())",
+            f"alias {a} {b}",
+        )
+
+
+def _overlapping(tensors: tuple[Any, ...], written: frozenset[int]) -> tuple[int, int] | None:
+    """Two of ``tensors`` whose memory overlaps, one of them in ``written``; None when none do.
+    A sweep over the byte ranges sorted by start (a range holds every element's bytes)."""
+    spans = []
+    for i, t in enumerate(tensors):
+        n = t.numel()
+        if not n:
+            continue
+        size = t.element_size()
+        extent = 1 + sum((d - 1) * abs(s) for d, s in zip(t.shape, t.stride(), strict=True))
+        start = t.data_ptr()
+        spans.append((start, start + extent * size, i))
+    spans.sort()
+    active: list[tuple[int, int]] = []  # (end, index) of the ranges that reach the current one
+    for start, end, i in spans:
+        active = [(e, k) for e, k in active if e > start]
+        for _, k in active:
+            if k in written or i in written:
+                return (k, i) if k in written else (i, k)
+        active.append((end, i))
+    return None
+
+
+_increment_version = torch._C._increment_version
+_inference_mode = torch.is_inference_mode_enabled
 
 _TRAINERS: dict[tuple[str, str, str], Any] = {}
 

@@ -24,9 +24,10 @@ def data_dependent(x: torch.Tensor) -> torch.Tensor:
     return x - 1
 
 
-@aot_entry(example_inputs=(torch.randn(4),))
-def mutates(x: torch.Tensor) -> torch.Tensor:
-    x.add_(1)  # writes to the caller's tensor
+@aot_entry(example_inputs=(torch.randn(4, requires_grad=True),))
+def calls_backward(x: torch.Tensor) -> torch.Tensor:
+    with torch.enable_grad():
+        (x * x).sum().backward()  # accumulates into x.grad, which a library cannot set
     return x * 2
 
 
