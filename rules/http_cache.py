@@ -152,6 +152,11 @@ def main() -> None:
     parser.add_argument("folder", type=Path, help="where the cache's files and nginx's logs go")
     parser.add_argument("--port", type=int, default=9090)
     a = parser.parse_args()
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops nginx too, as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, interrupt)
     with HttpCache(a.folder, a.port) as cache:
         print(f"serving {cache.root / 'store'}: bazel build ... --remote_cache={cache.url}", flush=True)
         try:
