@@ -206,6 +206,21 @@ def _spawns(path: Path) -> list[dict[str, Any]]:
         out.append(obj)
 
 
+def test_no_change_rebuild_runs_nothing(workspace: Workspace, cold_build: str) -> None:
+    """Building again with nothing changed (the server up, its action cache current) runs no
+    action: no export, no compile, no entries check, no wheel."""
+    log_file = workspace.tmp / "no-change-exec.json"
+    t0 = time.perf_counter()
+    log = workspace.build(f"--execution_log_json_file={log_file}")
+    workspace.times["no change"] = time.perf_counter() - t0
+    ran = [s.get("mnemonic") for s in _spawns(log_file)]
+    assert not ran, f"a no-change rebuild ran {ran}\n{log}"
+    print(
+        f"bazel build: cold {workspace.times['cold']:.0f} s, no change {workspace.times['no change']:.1f} s "
+        f"({100 * workspace.times['no change'] / workspace.times['cold']:.1f} % of cold)"
+    )
+
+
 def test_warm_disk_cache_compiles_nothing(workspace: Workspace, cold_build: str) -> None:
     """After ``bazel clean``, the same build with the same --disk_cache takes every action's
     outputs from the cache: no export, no compile, no wheel build runs."""
