@@ -84,7 +84,7 @@ def _bazel(work: Path, disk: Path, clean: bool) -> dict[str, Any]:
         subprocess.run([*root, "clean"], cwd=ws, capture_output=True)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [*root, "build", "//:wheel", f"--define=AOT_BUILD_PYTHON={sys.executable}", f"--disk_cache={disk}"],
+        [*root, "build", "//:wheel", f"--repo_env=AOT_BUILD_PYTHON={sys.executable}", f"--disk_cache={disk}"],
         cwd=ws,
         text=True,
         capture_output=True,

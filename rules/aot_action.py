@@ -1,14 +1,25 @@
-"""The program every action of ``aot_build.bzl`` runs (with the interpreter given by
-``--define=AOT_BUILD_PYTHON``): it stages the project, points every writable location at
-the action's own scratch folder, and runs one step of ``python -m aot_build``.
+"""The program every action of ``aot_build.bzl`` runs (with the interpreter of the repository
+rule ``aot_toolchain()``, named by ``--repo_env=AOT_BUILD_PYTHON``): it stages the project,
+points every writable location at the action's own scratch folder, and runs one step of
+``python -m aot_build``. Every step takes ``--toolchain-id FILE`` (the id ``aot_toolchain()``
+computed) and fails when the running toolchain has another.
 
     aot_action.py export   --scratch S --pyproject F --path REL --src FILE REL ... --entry K
-                           --targets T1,T2 --out DIR
+                           --targets T1,T2 --out DIR --unused FILE
     aot_action.py compile  --scratch S --pyproject F --path REL --src FILE REL ... --exported DIR
-                           --target T --out DIR
-    aot_action.py assemble --scratch S --exported DIR ... --compiled DIR ... --targets T1,T2 --out DIR
+                           --target T --out DIR --unused FILE
+    aot_action.py entries  --scratch S --pyproject F --path REL --src FILE REL ... --expect K ...
+                           --listed-in TEXT --out FILE
+    aot_action.py assemble --scratch S --checked FILE --exported DIR ... --compiled DIR ...
+                           --targets T1,T2 --out DIR
     aot_action.py wheel    --scratch S --pyproject F --src FILE REL ... --artifacts DIR --out DIR
-    aot_action.py toolchain-id      # prints the value for --define=AOT_BUILD_TOOLCHAIN
+    aot_action.py toolchain-id      # prints this interpreter's toolchain id (what aot_toolchain() stores)
+
+``--unused FILE`` (export, compile) writes the project's Python files the step did not import,
+one input path a line: Bazel's ``unused_inputs_list``, so that an edit to a module outside an
+entry's import closure reruns neither its export nor its compiles. ``entries`` fails unless the
+package's entries are exactly the ``--expect``ed ones (the BUILD file's list), naming each
+difference; its output (the list) is an input of ``assemble``.
 
 Everything it reads is a declared input (the project's files, earlier steps' outputs) or the
 toolchain (this interpreter with torch and aot-build, the C++ compiler and binutils on PATH);
@@ -24,64 +35,76 @@ torch reads TMPDIR and TORCHINDUCTOR_CACHE_DIR when it is imported. The wheel st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import io
 import os
 import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-#: Set by the rules (part of every action's key) when --define=AOT_BUILD_TOOLCHAIN is given.
-ENV_TOOLCHAIN = "AOT_BUILD_TOOLCHAIN_ID"
+
+def _banner(tool: str) -> str:
+    """``tool``'s path on PATH and the first line of its ``--version``."""
+    found = shutil.which(tool) or tool
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = "none"
+    return f"{found}\n{''.join(out.splitlines()[:1])}"
 
 
 def toolchain_id() -> str:
     """A short name of everything besides the inputs that shapes the outputs: Python, torch,
-    aot-build (version and build-side sources), the C++ compiler and ``strip``."""
-    import torch
+    aot-build (version and build-side sources), the C++ compiler and ``strip``. Cheap (torch is
+    located, not imported): every action checks it."""
+    import importlib.metadata
+    import importlib.util
 
     import aot_build
-    from aot_build.compile.cache import compiler_identity
     from aot_build.compile.sources import build_side_hash
 
-    strip = shutil.which("strip") or "strip"
-    try:
-        strip_banner = subprocess.run(
-            [strip, "--version"], capture_output=True, text=True, timeout=60
-        ).stdout.splitlines()[:1]
-    except (OSError, subprocess.SubprocessError):
-        strip_banner = ["none"]
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        _fail(f"{sys.executable} has no torch installed")
+    torch_dir = Path(next(iter(spec.submodule_search_locations)))
+    torch_version = importlib.metadata.version("torch")
     parts = [
         sys.version,
-        torch.__version__,
-        str(getattr(torch.version, "git_version", "")),
+        torch_version,
+        # torch's git revision and CUDA version
+        hashlib.sha256((torch_dir / "version.py").read_bytes()).hexdigest(),
         aot_build.__version__,
         build_side_hash(),
-        compiler_identity(),
-        f"{strip}\n{''.join(strip_banner)}",
+        _banner(os.environ.get("CXX") or "g++"),  # what Inductor uses (torch._inductor.config.cpp.cxx)
+        _banner("strip"),
     ]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return f"py{py}-torch{torch.__version__}-aot{aot_build.__version__}-{digest}"
+    return f"py{py}-torch{torch_version}-aot{aot_build.__version__}-{digest}"
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     print(f"aot_build (bazel): error: {message}", file=sys.stderr)
     raise SystemExit(1)
 
 
-def _check_toolchain() -> None:
-    expected = os.environ.get(ENV_TOOLCHAIN, "")
-    if not expected:
+def _check_toolchain(id_file: str | None) -> None:
+    """The toolchain this action runs with must be the one the build's keys name."""
+    if not id_file:
         return
+    expected = Path(id_file).read_text(encoding="utf-8").strip()
     actual = toolchain_id()
     if actual != expected:
         _fail(
-            f"--define=AOT_BUILD_TOOLCHAIN={expected}, but this machine's toolchain "
-            f"({sys.executable}) is {actual}. Either it changed (then update the define, e.g. "
-            f"in .bazelrc: build --define=AOT_BUILD_TOOLCHAIN={actual}) or this worker has a "
-            "different torch/aot-build/compiler than the one the cache entries are meant for."
+            f"the toolchain is {actual} ({sys.executable}), but the build's is {expected} (what "
+            "the repository rule aot_toolchain() found). Either the interpreter's packages or "
+            "the compiler changed since (then run: bazel sync --only=aot_toolchain), or this "
+            "machine (a remote worker) has another toolchain than the one the cache entries are "
+            "meant for."
         )
 
 
@@ -136,6 +159,20 @@ def _no_header_precompiling() -> None:
         aoti.precompile_headers = False
 
 
+def _write_unused(path: str, srcs: list[list[str]], project: Path) -> None:
+    """The ``.py`` inputs (as Bazel named them) of modules this process never imported. Any
+    other file counts as used: the step may have read it."""
+    loaded = {
+        os.path.realpath(f)
+        for m in list(sys.modules.values())
+        if isinstance(f := getattr(m, "__file__", None), str)
+    }
+    unused = sorted(
+        {src for src, rel in srcs if rel.endswith(".py") and os.path.realpath(project / rel) not in loaded}
+    )
+    Path(path).write_text("".join(f"{u}\n" for u in unused), encoding="utf-8")
+
+
 def _step(args: list[str]) -> None:
     """``python -m aot_build ARGS`` in this process (its environment already set up)."""
     from aot_build.__main__ import main as aot_build_main
@@ -147,7 +184,9 @@ def _step(args: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="aot_action.py", fromfile_prefix_chars="@")
-    parser.add_argument("command", choices=["export", "compile", "assemble", "wheel", "toolchain-id"])
+    parser.add_argument(
+        "command", choices=["entries", "export", "compile", "assemble", "wheel", "toolchain-id"]
+    )
     parser.add_argument("--scratch")
     parser.add_argument("--pyproject")
     parser.add_argument("--path", default=".")
@@ -159,6 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compiled", action="append", default=[])
     parser.add_argument("--artifacts")
     parser.add_argument("--out")
+    parser.add_argument("--unused")
+    parser.add_argument("--expect", action="append", default=[])
+    parser.add_argument("--listed-in", default="the entries list")
+    parser.add_argument("--checked")
+    parser.add_argument("--toolchain-id", help="file holding the toolchain id the action's key names")
     a = parser.parse_args(argv)
 
     if a.command == "toolchain-id":
@@ -166,16 +210,23 @@ def main(argv: list[str] | None = None) -> None:
         return
     scratch = _scratch(a.scratch)
     try:
-        _check_toolchain()
+        _check_toolchain(a.toolchain_id)
         out = Path(a.out).absolute()
         if a.command == "assemble":
+            if not a.checked or not Path(a.checked).is_file():
+                _fail("assemble needs the output of the entries check (--checked FILE)")
             exported = [x for d in a.exported for x in ("--exported", str(Path(d).absolute()))]
             compiled = [x for d in a.compiled for x in ("--compiled", str(Path(d).absolute()))]
             _step(["assemble", *exported, *compiled, "--targets", a.targets, "--out", str(out)])
             return
         project = _stage(scratch, a.src, a.pyproject)
         where = ["--project", str(project), "--path", str(project / a.path)]
-        if a.command == "export":
+        if a.command == "entries":
+            expect = [x for k in a.expect for x in ("--expect", k)]
+            with contextlib.redirect_stdout(io.StringIO()):  # the list: Bazel shows any output
+                _step(["entries", *where, *expect, "--listed-in", a.listed_in])
+            out.write_text("".join(f"{k}\n" for k in sorted(a.expect)), encoding="utf-8")
+        elif a.command == "export":
             _step(["export", *where, "--entry", a.entry, "--targets", a.targets, "--out", str(out)])
         elif a.command == "compile":
             _no_header_precompiling()
@@ -183,6 +234,8 @@ def main(argv: list[str] | None = None) -> None:
             _step(["compile", *where, "--exported", exported_dir, "--target", a.target, "--out", str(out)])
         else:
             _wheel(scratch, project, Path(a.artifacts).absolute(), out)
+        if a.unused:
+            _write_unused(a.unused, a.src, project)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -16,14 +16,16 @@ in a --disk_cache, in a --remote_cache) and can send each to a remote executor:
 
     AotExport    one per entry               python -m aot_build export
     AotCompile   one per entry and target    python -m aot_build compile
+    AotEntries   one                         python -m aot_build entries --expect ... (the check)
     AotAssemble  one                         python -m aot_build assemble
     AotWheel     one                         python -m build --wheel --no-isolation
                                              with AOT_BUILD_PREBUILT=<the assembled folder>
 
 Only plain Starlark (ctx.actions.run, declare_directory): no rules_python, rules_cc or
 anything else to download. The Python interpreter is not a Bazel target: it is the toolchain,
-given as an absolute path with --define=AOT_BUILD_PYTHON=/abs/path/bin/python (a Python with
-torch, aot-build, setuptools and build; g++ and binutils on PATH). See README.md.
+found by the repository rule aot_toolchain() (in the WORKSPACE) at the absolute path
+--repo_env=AOT_BUILD_PYTHON=/abs/path/bin/python gives (a Python with torch, aot-build,
+setuptools and build; g++ and binutils on PATH). See README.md.
 """
 
 AotArtifactsInfo = provider(
@@ -36,34 +38,116 @@ AotArtifactsInfo = provider(
     },
 )
 
+AotToolchainInfo = provider(
+    doc = "The Python toolchain every action runs (see aot_toolchain).",
+    fields = {
+        "python": "File: the launcher of the interpreter (its content names no path).",
+        "toolchain_id": "File: the toolchain's identity (Python, torch, aot-build, g++, strip).",
+        "path": "The actions' PATH.",
+    },
+)
+
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# The interpreter's launcher. Its content is the same on every machine, so an action's key
+# holds the toolchain's identity (toolchain_id, an input) and not where the interpreter is
+# installed: checkouts and machines whose Python lives elsewhere share cache entries. The
+# path is read from the file `interpreter` next to the launcher's real location (a sandbox
+# links the launcher there; `interpreter` is deliberately no input). Where the launcher is a
+# plain copy (a remote executor), it runs python3 from the actions' PATH: the worker's image
+# provides the toolchain there.
+_LAUNCHER = """#!/bin/sh
+here=$(dirname "$(readlink -f "$0")")
+if [ -r "$here/interpreter" ]; then
+    IFS= read -r python < "$here/interpreter"
+    exec "$python" "$@"
+fi
+exec python3 "$@"
+"""
+
+def _aot_toolchain_impl(rctx):
+    python = rctx.os.environ.get("AOT_BUILD_PYTHON", "") or rctx.attr.python
+    if not python:
+        fail(
+            "aot_build: no Python interpreter given. Build with " +
+            "--repo_env=AOT_BUILD_PYTHON=/absolute/path/to/bin/python (a Python with torch, " +
+            "aot-build, setuptools and build installed), e.g. in the workspace's .bazelrc:\n" +
+            "    build --repo_env=AOT_BUILD_PYTHON=/opt/venv/bin/python\n" +
+            "or set python = \"...\" in aot_toolchain() in the WORKSPACE",
+        )
+    if not python.startswith("/"):
+        fail("aot_build: AOT_BUILD_PYTHON=%s must be an absolute path" % python)
+    path = rctx.os.environ.get("AOT_BUILD_PATH", "") or rctx.attr.path
+    tool = rctx.path(Label("//:aot_action.py"))
+    res = rctx.execute(
+        [python, str(tool), "toolchain-id"],
+        environment = {"PATH": path, "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout = 300,
+    )
+    if res.return_code != 0:
+        fail("aot_build: %s %s toolchain-id failed (exit status %d): a Python with torch and " %
+             (python, tool, res.return_code) + "aot-build installed is needed:\n" + res.stdout + res.stderr)
+    rctx.file("toolchain_id", res.stdout.strip() + "\n", executable = False)
+    rctx.file("interpreter", python + "\n", executable = False)
+    rctx.file("python", _LAUNCHER, executable = True)
+    rctx.file("BUILD", """load("{bzl}", "aot_python_toolchain")
+
+# Made by aot_toolchain() for the interpreter {python}: {id}
+aot_python_toolchain(
+    name = "toolchain",
+    python = "python",
+    toolchain_id = "toolchain_id",
+    path = "{path}",
+    visibility = ["//visibility:public"],
+)
+""".format(bzl = str(Label("//:aot_build.bzl")), python = python, id = res.stdout.strip(), path = path))
+
+aot_toolchain = repository_rule(
+    implementation = _aot_toolchain_impl,
+    doc = "The Python toolchain of the aot_build rules, in the WORKSPACE: " +
+          "aot_toolchain(name = \"aot_toolchain\"). The interpreter comes from " +
+          "--repo_env=AOT_BUILD_PYTHON=/abs/bin/python (else the python attribute); its " +
+          "identity is computed here once and checked by every action.",
+    attrs = {
+        "python": attr.string(doc = "Absolute path of the interpreter (AOT_BUILD_PYTHON overrides it)."),
+        "path": attr.string(
+            default = _DEFAULT_PATH,
+            doc = "The actions' PATH, where g++ and strip are found (AOT_BUILD_PATH overrides it).",
+        ),
+    },
+    environ = ["AOT_BUILD_PYTHON", "AOT_BUILD_PATH"],
+    local = True,
+)
+
+def _aot_python_toolchain_impl(ctx):
+    return [AotToolchainInfo(
+        python = ctx.file.python,
+        toolchain_id = ctx.file.toolchain_id,
+        path = ctx.attr.path,
+    )]
+
+aot_python_toolchain = rule(
+    implementation = _aot_python_toolchain_impl,
+    doc = "Internal: the target aot_toolchain() writes into its repository.",
+    attrs = {
+        "python": attr.label(allow_single_file = True, mandatory = True),
+        "toolchain_id": attr.label(allow_single_file = True, mandatory = True),
+        "path": attr.string(mandatory = True),
+    },
+)
 
 # 1980-01-01T00:00:00Z, the earliest time a zip entry can hold.
 DEFAULT_SOURCE_DATE_EPOCH = 315532800
 
-def _python(ctx):
-    python = ctx.var.get("AOT_BUILD_PYTHON", "")
-    if not python:
-        fail(
-            "aot_build: no Python interpreter given. Build with " +
-            "--define=AOT_BUILD_PYTHON=/absolute/path/to/bin/python (a Python with torch, " +
-            "aot-build, setuptools and build installed), e.g. in the workspace's .bazelrc:\n" +
-            "    build --define=AOT_BUILD_PYTHON=/opt/venv/bin/python",
-        )
-    if not python.startswith("/"):
-        fail("aot_build: --define=AOT_BUILD_PYTHON=%s must be an absolute path" % python)
-    return python
-
-def _env(ctx, python):
-    """The whole environment of an action: nothing is inherited from the client's shell.
+def _toolchain(ctx):
+    """The interpreter's launcher, the toolchain id file (both inputs of every action) and the
+    actions' whole environment: nothing is inherited from the client's shell.
 
     HOME, TMPDIR and the caches are set by aot_action.py to folders in the action's scratch
     space (they must exist and be absolute)."""
-    path = ctx.var.get("AOT_BUILD_PATH", "")
-    if not path:
-        path = python.rpartition("/")[0] + ":" + _DEFAULT_PATH
+    info = ctx.attr._toolchain[AotToolchainInfo]
     env = {
-        "PATH": path,
+        "PATH": info.path,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TZ": "UTC",
@@ -72,11 +156,7 @@ def _env(ctx, python):
         "PYTHONHASHSEED": "0",
         "PYTHONSAFEPATH": "1",
     }
-    toolchain = ctx.var.get("AOT_BUILD_TOOLCHAIN", "")
-    if toolchain:
-        # Part of every action's key: a different toolchain never reuses cached outputs.
-        env["AOT_BUILD_TOOLCHAIN_ID"] = toolchain
-    return env
+    return struct(python = info.python, id = info.toolchain_id, env = env)
 
 def _logical(f):
     """A file's path in its repository, whether a source or a generated file."""
@@ -109,7 +189,7 @@ def _project_args(args, pairs, pyproject, path):
         args.add(f)
         args.add(rel)
 
-def _new_args(ctx, tool, command, out):
+def _new_args(ctx, tool, command, out, tc):
     """The arguments of one action: the wrapper and its command, then the rest (in a params
     file when the command line gets too long, e.g. for a package of many files). Scratch
     space: a sibling folder of the declared output, removed when the action ends."""
@@ -120,15 +200,21 @@ def _new_args(ctx, tool, command, out):
     args.use_param_file("@%s", use_always = False)
     args.set_param_file_format("multiline")
     args.add("--scratch", out.path + ".scratch")
+    args.add("--toolchain-id", tc.id)
     return head, args
+
+def _build_file(ctx):
+    """The BUILD file of the target, for messages."""
+    if hasattr(ctx, "build_file_path"):
+        return ctx.build_file_path
+    return (ctx.label.package + "/" if ctx.label.package else "") + "BUILD"
 
 def _check_path(path):
     if path.startswith("/") or ".." in path.split("/"):
         fail("aot_build: path = %r must be a folder inside the project (relative, no ..)" % path)
 
 def _aot_artifacts_impl(ctx):
-    python = _python(ctx)
-    env = _env(ctx, python)
+    tc = _toolchain(ctx)
     tool = ctx.file._tool
     _check_path(ctx.attr.path)
     if not ctx.attr.entries:
@@ -163,41 +249,72 @@ def _aot_artifacts_impl(ctx):
     for key in ctx.attr.entries:
         module, _, qualname = key.partition(":")
         exported = ctx.actions.declare_directory(base + "export/%s/%s" % (module, qualname))
-        head, args = _new_args(ctx, tool, "export", exported)
+        unused = ctx.actions.declare_file(base + "export/%s/%s.unused" % (module, qualname))
+        head, args = _new_args(ctx, tool, "export", exported, tc)
         _project_args(args, pairs, pyproject, ctx.attr.path)
         args.add("--entry", key)
         args.add("--targets", targets)
         args.add("--out", exported.path)
+        args.add("--unused", unused.path)
         ctx.actions.run(
-            executable = python,
+            executable = tc.python,
             arguments = [head, args],
-            inputs = [tool] + project_inputs,
-            outputs = [exported],
-            env = env,
+            inputs = [tool, tc.id] + project_inputs,
+            outputs = [exported, unused],
+            # The modules the export did not import: Bazel reruns it only when a module of
+            # its import closure (or another file) changes.
+            unused_inputs_list = unused,
+            env = tc.env,
             mnemonic = "AotExport",
             progress_message = "aot-build: exporting %s (%s)" % (key, ctx.label),
         )
         exported_dirs.append(exported)
         for target in ctx.attr.targets:
             compiled = ctx.actions.declare_directory(base + "compile/%s/%s/%s" % (target, module, qualname))
-            head, args = _new_args(ctx, tool, "compile", compiled)
+            unused = ctx.actions.declare_file(base + "compile/%s/%s/%s.unused" % (target, module, qualname))
+            head, args = _new_args(ctx, tool, "compile", compiled, tc)
             _project_args(args, pairs, pyproject, ctx.attr.path)
             args.add("--exported", exported.path)
             args.add("--target", target)
             args.add("--out", compiled.path)
+            args.add("--unused", unused.path)
             ctx.actions.run(
-                executable = python,
+                executable = tc.python,
                 arguments = [head, args],
-                inputs = [tool, exported] + project_inputs,
-                outputs = [compiled],
-                env = env,
+                inputs = [tool, tc.id, exported] + project_inputs,
+                outputs = [compiled, unused],
+                # A compile imports the package only for operators it registers: an edit
+                # elsewhere in the package recompiles nothing whose program did not change.
+                unused_inputs_list = unused,
+                env = tc.env,
                 mnemonic = "AotCompile",
                 progress_message = "aot-build: compiling %s for %s (%s)" % (key, target, ctx.label),
             )
             compiled_dirs.append(compiled)
 
+    # Every @aot_entry of the project must be listed, and only those: one action imports the
+    # package, lists its entries and fails on any difference (naming each entry and the fix).
+    # The assemble step takes its output, so no artifacts (and no wheel) come without it.
+    checked = ctx.actions.declare_file(base + "entries.txt")
+    head, args = _new_args(ctx, tool, "entries", checked, tc)
+    _project_args(args, pairs, pyproject, ctx.attr.path)
+    for key in ctx.attr.entries:
+        args.add("--expect", key)
+    args.add("--listed-in", "the entries of %s (%s)" % (ctx.label, _build_file(ctx)))
+    args.add("--out", checked.path)
+    ctx.actions.run(
+        executable = tc.python,
+        arguments = [head, args],
+        inputs = [tool, tc.id] + project_inputs,
+        outputs = [checked],
+        env = tc.env,
+        mnemonic = "AotEntries",
+        progress_message = "aot-build: checking the entries list against the package (%s)" % ctx.label,
+    )
+
     folder = ctx.actions.declare_directory(ctx.label.name)
-    head, args = _new_args(ctx, tool, "assemble", folder)
+    head, args = _new_args(ctx, tool, "assemble", folder, tc)
+    args.add("--checked", checked.path)
     for d in exported_dirs:
         args.add("--exported", d.path)
     for d in compiled_dirs:
@@ -205,11 +322,11 @@ def _aot_artifacts_impl(ctx):
     args.add("--targets", targets)
     args.add("--out", folder.path)
     ctx.actions.run(
-        executable = python,
+        executable = tc.python,
         arguments = [head, args],
-        inputs = [tool] + exported_dirs + compiled_dirs,
+        inputs = [tool, tc.id, checked] + exported_dirs + compiled_dirs,
         outputs = [folder],
-        env = env,
+        env = tc.env,
         mnemonic = "AotAssemble",
         progress_message = "aot-build: assembling %d entries x %d targets (%s)" % (
             len(ctx.attr.entries),
@@ -223,6 +340,7 @@ def _aot_artifacts_impl(ctx):
         OutputGroupInfo(
             exported = depset(exported_dirs),
             compiled = depset(compiled_dirs),
+            entries = depset([checked]),
         ),
     ]
 
@@ -242,6 +360,10 @@ _PROJECT_ATTRS = {
     "_tool": attr.label(
         default = Label("//:aot_action.py"),
         allow_single_file = True,
+    ),
+    "_toolchain": attr.label(
+        default = Label("@aot_toolchain//:toolchain"),
+        providers = [AotToolchainInfo],
     ),
 }
 
@@ -265,21 +387,21 @@ aot_artifacts = rule(
 )
 
 def _aot_wheel_impl(ctx):
-    python = _python(ctx)
-    env = _env(ctx, python)
+    tc = _toolchain(ctx)
+    env = dict(tc.env)
     env["SOURCE_DATE_EPOCH"] = str(ctx.attr.source_date_epoch)
     tool = ctx.file._tool
     pairs, pyproject = _project_files(ctx)
     artifacts = ctx.attr.artifacts[AotArtifactsInfo].folder
     out = ctx.actions.declare_directory(ctx.label.name)
-    head, args = _new_args(ctx, tool, "wheel", out)
+    head, args = _new_args(ctx, tool, "wheel", out, tc)
     _project_args(args, pairs, pyproject, ".")
     args.add("--artifacts", artifacts.path)
     args.add("--out", out.path)
     ctx.actions.run(
-        executable = python,
+        executable = tc.python,
         arguments = [head, args],
-        inputs = [tool, artifacts, pyproject] + [f for f, _ in pairs],
+        inputs = [tool, tc.id, artifacts, pyproject] + [f for f, _ in pairs],
         outputs = [out],
         env = env,
         mnemonic = "AotWheel",
