@@ -150,9 +150,15 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
             return r
         if str(path) not in _VERIFIED:
             record = manifest.files.get(art.file)
-            _VERIFIED[str(path)] = (
-                "not listed in the manifest" if record is None else verify(path, record.sha256)
-            )
+            try:
+                checked = "not listed in the manifest" if record is None else verify(path, record.sha256)
+            except MemoryError as exc:  # not remembered: the next call tries again
+                raise Miss(
+                    "artifact",
+                    f"cannot load {art.file} (rule {art.rule}): out of memory while verifying it",
+                    f"artifact {art.file}",
+                ) from exc
+            _VERIFIED[str(path)] = checked
         problem = _VERIFIED[str(path)]
         if problem:
             raise Miss("artifact", f"{problem}; reinstall the package", f"artifact {art.file}")
