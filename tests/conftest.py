@@ -56,6 +56,7 @@ GROUP_COST = {
     "cold_wheels": 700,
     "example_dists": 650,
     "test_training_e2e.py": 260,
+    "test_inplace_e2e.py": 250,
     "compiled": 250,
     "test_wheels_e2e.py": 200,
     "test_signatures_e2e.py": 200,
@@ -64,6 +65,7 @@ GROUP_COST = {
     "test_rules_e2e.py": 140,
     "test_targets_e2e.py": 130,
     "test_cache.py": 120,
+    "test_inplace.py": 110,
     "test_bad_inputs.py": 100,
 }
 

@@ -1,5 +1,5 @@
-"""State updated in place, end to end: tests/packages/inplace_pkg built with a real isolated
-``python -m build`` (one target), installed into the fresh environment, run with no compiler on
+"""State updated in place, end to end: tests/packages/inplace_pkg built with a real
+``python -m build`` (one target), installed into a new environment, run with no compiler on
 PATH and an empty Inductor cache. In strict mode (``AOT_BUILD_STRICT=1``: a fallback is an
 error) every call runs compiled, and step after step its output, every buffer and parameter
 of the package and every argument equal eager's, the same tensor objects updated in place;
@@ -9,12 +9,12 @@ naming both, with eager's result."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import isolated_build
-from helpers import SAMPLE_PROJECTS, Venv, run_script, wheel_manifest
+from helpers import Venv, run_script, sample_dists, wheel_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -165,16 +165,15 @@ print("RESULT: " + json.dumps({"aliased": facts, "again": again}))
 
 @pytest.fixture(scope="module")
 def inplace_installed(
-    fresh_venv: Venv,
+    venv_factory: Callable[..., Venv],
     e2e_dir: Path,
-    aot_build_wheel: Path,
     inductor_cache: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
-    dists = isolated_build(SAMPLE_PROJECTS / "inplace_pkg", e2e_dir, aot_build_wheel, inductor_cache)
-    fresh_venv.pip_install("--no-deps", dists.wheel, cwd=e2e_dir)
+    dists = sample_dists("inplace_pkg", e2e_dir, inductor_cache)
+    venv = venv_factory("inplace-venv", dists.wheel)
     manifest = wheel_manifest(dists.wheel, "inplace_pkg", tmp_path_factory.mktemp("inplace-manifest"))
-    return {"venv": fresh_venv, "manifest": manifest}
+    return {"venv": venv, "manifest": manifest}
 
 
 def test_the_manifest_records_what_each_entry_writes(inplace_installed: dict[str, Any]) -> None:
