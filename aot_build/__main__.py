@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("target", help="a .whl file, a package folder, or an installed package's import name")
     ins.add_argument("--json", action="store_true", help="machine-readable output")
     schema = sub.add_parser("schema", help="print the JSON schema of [tool.aot-build]")
-    schema.add_argument("--markdown", action="store_true", help="README's table of the settings instead")
+    schema.add_argument("--markdown", action="store_true", help="the settings table (docs/configuration.md)")
     _step_parsers(sub)
     args = parser.parse_args(argv)
     try:

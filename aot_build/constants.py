@@ -40,5 +40,5 @@ ENV_CROSS_TORCH = "AOT_BUILD_CROSS_TORCH"
 #: them instead of compiling.
 ENV_PREBUILT = "AOT_BUILD_PREBUILT"
 
-#: Name of the compile rule that exports with torch.export and compiles with AOTInductor.
-RULE_AOTI = "aoti"
+#: Name of the compile backend that exports with torch.export and compiles with AOTInductor.
+BACKEND_AOTI = "aoti"

@@ -79,7 +79,7 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                         "source": e.source,
                         "signature": v.signature(),
                         "input_set": v.input_set,
-                        "pinned": v.pinned,
+                        "size_one": v.size_one,
                         "symbols": {k: list(r) for k, r in v.symbols.items()},
                         "inputs": [
                             {"name": v.label(j), "dims": list(lf.tensor.dims), "dtype": lf.tensor.dtype}
@@ -94,8 +94,8 @@ def describe(manifests: list[tuple[str, Manifest]], host: tuple[str, ...] | None
                             {
                                 "target": a.target,
                                 "device": a.device,
-                                "rule": a.rule,
-                                "rule_version": a.rule_version,
+                                "backend": a.backend,
+                                "backend_version": a.backend_version,
                                 "role": a.role,
                                 "file": a.file,
                                 "size": m.files[a.file].size if a.file in m.files else None,
@@ -153,7 +153,7 @@ def render(info: dict[str, Any]) -> str:
                 size = f"{a['size'] / 1e6:.2f} MB" if a["size"] is not None else "missing"
                 lines.append(
                     f"    {a['target']:<14} {a['device']:<5} {size:>9}  {a['isa']:<22} {level:<10} "
-                    f"{a['rule']}{role} {a['file']}{mark}"
+                    f"{a['backend']}{role} {a['file']}{mark}"
                 )
             if e["this_host_loads"] is None:
                 lines.append("    (no artifact for this host's CPU: calls run as plain Python)")

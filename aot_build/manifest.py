@@ -9,17 +9,21 @@ Layout (JSON, one per top-level package, at ``<package>/_aot_build/manifest.json
     evaluator: "<sha256>.so"                     the compiled guard evaluator (aot_build.guards.native)
     files: {"<sha256>.so": {"sha256", "size"}}   every artifact and record, stored once by content
 
-An entry has variants (one per example-input set, plus automatic size-1 specialisations),
+An entry has variants (one per example-input set, plus automatic size-one variants),
 a variant has artifacts (one per target). A variant says exactly which calls it serves
 (input specs with dynamic dimensions and their ranges) and what else the compiled code
 depends on (its guard tree: weights read by path and every read of package state, see
 :mod:`aot_build.guards`); the shim checks all of it on every call.
 
 Format history: 1 (aot-build 0.1.0: static shapes, weights by global) is read and upgraded;
-2 adds dynamic dimensions, guards, method entries and output leaves; 3 adds compile rules
-other than ``aoti`` (each artifact's rule version) and training entries (artifact roles and
-each variant's ``training`` record); 4 replaces a variant's ``guards`` and ``weights`` by its
-guard tree ``state`` (older guards and weights are read into one).
+2 adds dynamic dimensions, guards, method entries and output leaves; 3 adds compile backends
+(then called rules) other than ``aoti`` (each artifact's ``rule_version``) and training
+entries (artifact roles and each variant's ``training`` record); 4 replaces a variant's
+``guards`` and ``weights`` by its guard tree ``state`` (older guards and weights are read into
+one), renames an artifact's ``rule`` and ``rule_version`` to ``backend`` and
+``backend_version`` and a variant's ``pinned`` to ``size_one`` (the old keys are read), and
+names a call backend's grad-enabled artifact ``grad`` (format 3 called it ``forward``, with no
+``backward`` beside it).
 """
 
 from __future__ import annotations
@@ -44,12 +48,109 @@ from .guards.upgrade import upgrade_state
 #: Upper bound stored for a dynamic dimension torch.export left unbounded.
 UNBOUNDED = 2**63 - 1
 
-#: What an artifact's program computes.
+#: Roles of an artifact: what its program computes.
+ROLE_INFERENCE = "inference"
+ROLE_FORWARD = "forward"
+ROLE_BACKWARD = "backward"
+ROLE_GRAD = "grad"
 ROLES = {
-    "inference": "the function's outputs",
-    "forward": "the outputs and the tensors backward needs (training entries)",
-    "backward": "the gradients of the inputs and weights, from the saved tensors and the outputs' gradients",
+    ROLE_INFERENCE: "the function's outputs",
+    ROLE_FORWARD: "the outputs and the tensors backward needs (training entries, flat rules)",
+    ROLE_BACKWARD: (
+        "the gradients of the inputs and weights, from the saved tensors and the outputs' gradients"
+    ),
+    ROLE_GRAD: "the function for calls with grad enabled (training entries, call rules)",
 }
+
+#: Versions of the training record (:class:`TrainingRecord`) this aot_build reads; a record
+#: is written as the oldest that holds it (1: no input updated in place).
+TRAINING_VERSIONS = (1, 2)
+
+
+@dataclass(frozen=True)
+class TrainingRecord:
+    """How a training entry's ``forward`` and ``backward`` artifacts connect (flat rules;
+    made by :mod:`aot_build.compile.joint`, used by :mod:`aot_build.load.autograd`).
+
+    The forward program maps the ``num_inputs`` flat inputs to the new values of the inputs
+    updated in place (``mutated``, in that order), then ``num_outputs`` user outputs, then
+    ``num_saved`` saved tensors (the last ``shape_carriers`` of them zero-element tensors
+    carrying a size). The backward program takes the saved tensors then one gradient per
+    differentiable output (in output order) and returns the gradients of ``grad_inputs``
+    (flat input indices), in order; ``absent_grads``: inputs that require grad but get None.
+
+    Args:
+        num_inputs: flat inputs (argument tensors, then weights).
+        num_outputs: user outputs.
+        num_saved: tensors the forward saves for the backward.
+        shape_carriers: how many of the saved tensors carry a size only.
+        requires_grad: per flat input: whether it takes a gradient.
+        differentiable_outputs: per user output: whether it takes a gradient.
+        grad_inputs: the inputs the backward returns gradients of.
+        absent_grads: inputs that require grad but whose gradient is None.
+        partitioner: the AOTAutograd partitioner that split the graph.
+        mutated: inputs updated in place (version 2).
+    """
+
+    num_inputs: int
+    num_outputs: int
+    num_saved: int
+    shape_carriers: int
+    requires_grad: tuple[bool, ...]
+    differentiable_outputs: tuple[bool, ...]
+    grad_inputs: tuple[int, ...]
+    absent_grads: tuple[int, ...] = ()
+    partitioner: str = ""
+    mutated: tuple[int, ...] = ()
+
+    @property
+    def version(self) -> int:
+        """2 when inputs are updated in place (a version 1 reader would take their new values
+        for user outputs), else 1."""
+        return 2 if self.mutated else 1
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "version": self.version,
+            "num_inputs": self.num_inputs,
+            "num_outputs": self.num_outputs,
+            "num_saved": self.num_saved,
+            "shape_carriers": self.shape_carriers,
+            "requires_grad": list(self.requires_grad),
+            "differentiable_outputs": list(self.differentiable_outputs),
+            "grad_inputs": list(self.grad_inputs),
+            "absent_grads": list(self.absent_grads),
+            "partitioner": self.partitioner,
+        }
+        if self.mutated:
+            body["mutated"] = list(self.mutated)
+        return body
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> TrainingRecord:
+        """The record in ``raw``; ValueError for a version this aot_build does not read or
+        fields that do not agree."""
+        if raw.get("version") not in TRAINING_VERSIONS:
+            raise ValueError(
+                f"training record version {raw.get('version')!r}; this aot_build reads versions "
+                f"{', '.join(map(str, TRAINING_VERSIONS))}"
+            )
+        record = cls(
+            int(raw["num_inputs"]),
+            int(raw["num_outputs"]),
+            int(raw["num_saved"]),
+            int(raw.get("shape_carriers", 0)),
+            tuple(bool(f) for f in raw.get("requires_grad", ())),
+            tuple(bool(d) for d in raw["differentiable_outputs"]),
+            tuple(int(i) for i in raw["grad_inputs"]),
+            tuple(int(i) for i in raw.get("absent_grads", ())),
+            str(raw.get("partitioner", "")),
+            tuple(int(i) for i in raw.get("mutated", ())),
+        )
+        if len(record.differentiable_outputs) != record.num_outputs:
+            raise ValueError("training record: differentiable_outputs does not have one flag per output")
+        return record
+
 
 #: One dimension of an input: a fixed size, a symbol (``"batch"``) or ``{"sym", "mul", "add"}``
 #: (a size derived from a symbol, e.g. ``2*batch``).
@@ -110,20 +211,20 @@ class Artifact:
     Args:
         target: target name, e.g. ``cpu-avx2``.
         device: device type of the tensors it takes.
-        rule: compile rule that made it (``aoti``); see :mod:`aot_build.rules`.
+        backend: compile backend that made it (``aoti``); see :mod:`aot_build.rules`.
         file: file name inside the artifact folder (content-addressed).
         isa: what the compiler reports about the code (e.g. ``AVX2``), for ``inspect``.
-        rule_version: the rule's version; the shim loads it only with that version.
+        backend_version: the backend's version; the shim loads it only with that version.
         role: :data:`ROLES` key: what the program computes.
     """
 
     target: str
     device: str
-    rule: str
+    backend: str
     file: str
     isa: str = ""
-    rule_version: str = "1"
-    role: str = "inference"
+    backend_version: str = "1"
+    role: str = ROLE_INFERENCE
 
 
 @dataclass(repr=False)
@@ -139,11 +240,11 @@ class Variant:
             checked on every call, and the weights (in the order the artifact takes them after
             the inputs), see :mod:`aot_build.guards.tree`.
         input_set: index of the example-input set it was built from.
-        pinned: dimensions fixed to a size for this variant (size-1 specialisations).
+        size_one: dynamic dimensions fixed to size 1 for this variant (a size-one variant:
+            torch.export specialises size 1, so a range including 1 gets its own artifacts).
         labels: one name per leaf for messages (``x``, ``batch['ids']``).
-        training: for training entries (``backward=True``) compiled by a flat rule: how the
-            ``forward`` and ``backward`` artifacts connect (:mod:`aot_build.compile.joint`);
-            empty otherwise.
+        training: for training entries (``backward=True``) compiled by a flat backend: how the
+            ``forward`` and ``backward`` artifacts connect; None otherwise.
         mutated: the tensors the artifact writes in place (state updated in place), by index
             among the tensors it takes: the argument tensors in leaf order, then the weights.
     """
@@ -157,16 +258,16 @@ class Variant:
     embedded_constants: tuple[dict[str, Any], ...] = ()
     artifacts: tuple[Artifact, ...] = ()
     input_set: int = 0
-    pinned: dict[str, int] = field(default_factory=dict)
+    size_one: dict[str, int] = field(default_factory=dict)
     labels: tuple[str, ...] = ()
-    training: dict[str, Any] = field(default_factory=dict)
+    training: TrainingRecord | None = None
     mutated: tuple[int, ...] = ()
 
     def label(self, i: int) -> str:
         return self.labels[i] if i < len(self.labels) else f"argument leaf {i}"
 
     def signature(self) -> str:
-        """``x: float32[batch 2..64, 16], k: 3`` (pinned sizes shown as ``batch=1``)."""
+        """``x: float32[batch 2..64, 16], k: 3`` (size-one dimensions shown as ``batch=1``)."""
         parts = []
         for i, lf in enumerate(self.leaves):
             if lf.tensor is None:
@@ -182,8 +283,8 @@ class Variant:
                 else:
                     dims.append(f"{d['mul']}*{d['sym']}+{d['add']}" if d["add"] else f"{d['mul']}*{d['sym']}")
             parts.append(f"{self.label(i)}: {lf.tensor.dtype}[{', '.join(dims)}]")
-        pins = f" with {', '.join(f'{k}={v}' for k, v in self.pinned.items())}" if self.pinned else ""
-        return ", ".join(parts) + pins
+        ones = f" with {', '.join(f'{k}={v}' for k, v in self.size_one.items())}" if self.size_one else ""
+        return ", ".join(parts) + ones
 
 
 @dataclass(repr=False)
@@ -256,7 +357,7 @@ class Manifest:
             raw = self.unparsed.pop(key)
             try:
                 self.entries[key] = parse(self._record(key, raw) if isinstance(raw, str) else raw)
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
                 raise ManifestError(
                     f"{self.where}: damaged entry {key} ({type(exc).__name__}: {exc})"
                 ) from exc
@@ -376,7 +477,7 @@ class Manifest:
                         manifest._record(key, value) if isinstance(value, str) else value
                     )
             return manifest
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
             raise ManifestError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from exc
 
 
@@ -441,33 +542,36 @@ def _variant_json(v: Variant) -> dict[str, Any]:
             {
                 "target": a.target,
                 "device": a.device,
-                "rule": a.rule,
+                "backend": a.backend,
                 "file": a.file,
                 "isa": a.isa,
-                "rule_version": a.rule_version,
+                "backend_version": a.backend_version,
                 "role": a.role,
             }
             for a in v.artifacts
         ],
         "input_set": v.input_set,
-        "pinned": dict(v.pinned),
+        "size_one": dict(v.size_one),
         "labels": list(v.labels),
-        "training": dict(v.training),
+        "training": v.training.to_json() if v.training is not None else {},
         "mutated": list(v.mutated),
     }
 
 
-def _artifact(raw: dict[str, Any]) -> Artifact:
-    role = str(raw.get("role", "inference"))
+def _artifact(raw: dict[str, Any], grad_role: bool) -> Artifact:
+    role = str(raw.get("role", ROLE_INFERENCE))
     if role not in ROLES:
         raise ValueError(f"unknown artifact role {role!r}")
+    if grad_role and role == ROLE_FORWARD:
+        role = ROLE_GRAD
     return Artifact(
         str(raw["target"]),
         str(raw["device"]),
-        str(raw["rule"]),
+        str(raw["backend"] if "backend" in raw else raw["rule"]),  # formats 1 to 3: "rule"
         str(raw["file"]),
         str(raw.get("isa", "")),
-        str(raw.get("rule_version", "1")),  # formats 1 and 2: aoti, version 1
+        # formats 1 to 3: "rule_version", absent in formats 1 and 2 (aoti, version 1)
+        str(raw.get("backend_version", raw.get("rule_version", "1"))),
         role,
     )
 
@@ -480,6 +584,10 @@ def _out_leaf(raw: dict[str, Any]) -> OutLeaf:
 
 
 def _variant(raw: dict[str, Any]) -> Variant:
+    training = raw.get("training") or {}
+    # Before "grad" (format 3 and early 4), a call rule's grad-enabled artifact was a
+    # "forward" with no "backward" beside it; a flat rule's forward always has one.
+    backward = any(a.get("role") == ROLE_BACKWARD for a in raw["artifacts"])
     return Variant(
         inputs=raw["inputs"],
         leaves=tuple(_leaf(x) for x in raw["leaves"]),
@@ -488,11 +596,12 @@ def _variant(raw: dict[str, Any]) -> Variant:
         symbols={str(k): (int(r[0]), int(r[1])) for k, r in raw["symbols"].items()},
         state=_state(raw),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
-        artifacts=tuple(_artifact(a) for a in raw["artifacts"]),
+        artifacts=tuple(_artifact(a, grad_role=not backward) for a in raw["artifacts"]),
         input_set=int(raw.get("input_set", 0)),
-        pinned={str(k): int(v) for k, v in raw.get("pinned", {}).items()},
+        # formats 2 and 3: "pinned"
+        size_one={str(k): int(v) for k, v in raw.get("size_one", raw.get("pinned", {})).items()},
         labels=tuple(str(x) for x in raw.get("labels", ())),
-        training=dict(raw.get("training", {})),
+        training=TrainingRecord.from_json(training) if training else None,
         mutated=tuple(int(i) for i in raw.get("mutated", ())),
     )
 
@@ -589,5 +698,5 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
         out_leaves=tuple(OutLeaf("tensor") for _ in range(n_out)),
         state=upgrade_state(guards, weights),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
-        artifacts=tuple(_artifact(a) for a in raw["artifacts"]),
+        artifacts=tuple(_artifact(a, grad_role=False) for a in raw["artifacts"]),
     )

@@ -46,8 +46,9 @@ def qualified_name(obj: Any) -> str | None:
     return f"{module}:{qualname}"
 
 
-def resolve(ref: str) -> Any:
-    """The object a ``module:qualname`` reference names; LookupError says why not."""
+def import_ref(ref: str) -> Any:
+    """The object a ``module:qualname`` reference names, its module imported if need be;
+    LookupError says why not."""
     module, _, qualname = ref.partition(":")
     try:
         obj: Any = sys.modules.get(module) or importlib.import_module(module)

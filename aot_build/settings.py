@@ -9,11 +9,12 @@ import difflib
 import json
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .constants import ENV_CACHE_DIR, ENV_JOBS, ENV_MANYLINUX, ENV_TARGETS, RULE_AOTI, TOOL_TABLE
+from .constants import BACKEND_AOTI, ENV_CACHE_DIR, ENV_JOBS, ENV_MANYLINUX, ENV_TARGETS, TOOL_TABLE
 from .errors import ConfigError
 from .targets import RESERVED_OPTIONS
 
@@ -98,13 +99,14 @@ class Settings:
             "One line per compiled program and target ([3/12] ...); false: errors and the summary only."
         ),
     )
-    rule: str = field(
-        default=RULE_AOTI,
+    backend: str = field(
+        default=BACKEND_AOTI,
         metadata=_doc(
-            "Compile rule for entries that do not name one (@aot_entry(rule=...)): 'aoti' "
+            "Compile backend for entries that do not name one (@aot_entry(backend=...)): 'aoti' "
             "(torch.export + AOTInductor, loaded without a compiler), 'dynamo' (upstream "
-            "torch.compile precompile; loading needs a C++ compiler), or a rule another "
-            "distribution registers in the 'aot_build.rules' entry point group."
+            "torch.compile precompile; loading needs a C++ compiler), or a backend another "
+            "distribution registers in the 'aot_build.backends' entry point group. "
+            "Formerly 'rule' (still read, with a warning)."
         ),
     )
     manylinux: str = field(
@@ -126,6 +128,16 @@ class Settings:
             "cpp.simdlen, cpp.dynamic_threads, cpp.threads."
         ),
     )
+
+    @property
+    def rule(self) -> str:
+        """Deprecated alias of :attr:`backend` (aot-build 0.4.0)."""
+        return self.backend
+
+
+#: Keys of ``[tool.aot-build]`` renamed, old -> new: still read, with a FutureWarning (shown to
+#: the project's author by default, unlike a DeprecationWarning), for one release.
+RENAMED = {"rule": "backend"}
 
 
 def _toml_key(name: str) -> str:
@@ -210,7 +222,7 @@ def _toml(value: Any) -> str:
 
 def markdown_table() -> str:
     """README's table of ``[tool.aot-build]`` (key, type, default, meaning), generated from
-    :class:`Settings` like the schema; tests/test_settings.py checks README holds it."""
+    :class:`Settings` like the schema; tests/unit/test_settings.py checks docs/configuration.md holds it."""
     names = {"array": "list of str", "boolean": "bool", "integer": "int", "string": "str", "object": "table"}
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, prop in json_schema()["properties"].items():
@@ -240,7 +252,20 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
     """Validate a parsed ``[tool.aot-build]`` table and build :class:`Settings` from it."""
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
-        f = _FIELDS.get(key)
+        new = RENAMED.get(key)
+        if new is not None:
+            if new in table:
+                raise ConfigError(
+                    f"{where}: [tool.{TOOL_TABLE}] sets both {new} and {key}, the old name of "
+                    f"{new}; remove {key}"
+                )
+            warnings.warn(
+                f"aot-build: {where}: [tool.{TOOL_TABLE}] {key} is deprecated; it is now called "
+                f"{new}: write {new} = {_toml(value)}",
+                FutureWarning,
+                stacklevel=2,
+            )
+        f = _FIELDS.get(new or key)
         if f is None:
             close = difflib.get_close_matches(key, list(_FIELDS), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -264,8 +289,8 @@ def settings_from_table(table: dict[str, Any], where: str = "pyproject.toml") ->
                 )
         if f.name == "manylinux":
             check_manylinux(value, f"{where}: [tool.{TOOL_TABLE}] manylinux")
-        if f.name == "rule" and not value:
-            raise ConfigError(f'{where}: [tool.{TOOL_TABLE}] rule is empty; write e.g. rule = "aoti"')
+        if f.name == "backend" and not value:
+            raise ConfigError(f'{where}: [tool.{TOOL_TABLE}] {key} is empty; write e.g. backend = "aoti"')
         kwargs[f.name] = value
     return Settings(**kwargs)
 
@@ -319,7 +344,7 @@ def parse_jobs(text: str, where: str) -> int:
 
 def check_manylinux(value: str, where: str) -> str:
     """``value`` when it is a manylinux floor ("2_28", "host"...); ConfigError naming ``where``."""
-    from .compile.toolchain import FloorError, parse_floor
+    from .toolchain import FloorError, parse_floor
 
     try:
         parse_floor(value, where)

@@ -119,7 +119,7 @@ def machine() -> str:
 def cross_arch(torch_dir: str) -> str:
     """The architecture of the torch installed at ``torch_dir`` (its ``lib/libtorch_cpu.so``);
     ValueError naming the variable and what it should point at."""
-    from .package.elf import ElfError, read_dynamic
+    from .native.elf import ElfError, read_dynamic
 
     lib = Path(torch_dir) / "lib" / "libtorch_cpu.so"
     try:

@@ -23,7 +23,7 @@ from typing import Any
 from torch.utils import _pytree as pytree
 
 from . import values
-from .names import qualified_name, resolve
+from .names import import_ref, qualified_name
 
 _BUILTIN: dict[Any, str] = {
     tuple: "tuple",
@@ -84,16 +84,16 @@ def _node_type(name: str) -> Any:
     if name in _BY_NAME:
         return _BY_NAME[name]
     try:
-        return resolve(name)
+        return import_ref(name)
     except LookupError as exc:
         raise TreeError(str(exc)) from exc
 
 
 def _context(typ: Any, raw: Any) -> Any:
     if typ is collections.namedtuple:
-        return resolve(str(raw))
+        return import_ref(str(raw))
     if typ is collections.defaultdict:
-        factory = resolve(raw["factory"]) if raw.get("factory") else None
+        factory = import_ref(raw["factory"]) if raw.get("factory") else None
         return [factory, values.decode(raw["keys"])]
     if isinstance(raw, dict) and "dumped" in raw:
         dumpable = pytree.SUPPORTED_SERIALIZED_TYPES.get(typ)

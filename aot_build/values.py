@@ -22,7 +22,7 @@ import math
 import sys
 from typing import Any
 
-from .names import qualified_name, resolve
+from .names import import_ref, qualified_name
 
 
 class Unencodable(TypeError):
@@ -134,7 +134,7 @@ def decode(raw: Any) -> Any:
         return dtype(decode(raw["value"]))
     if "enum" in raw:
         try:
-            return resolve(str(raw["enum"]))[str(raw["name"])]
+            return import_ref(str(raw["enum"]))[str(raw["name"])]
         except (LookupError, TypeError) as exc:
             raise ValueError(f"enum {raw['enum']}.{raw.get('name')}: {exc}") from exc
     raise ValueError(f"not an encoded value: {_short(raw)}")

@@ -155,14 +155,16 @@ def build_package(
     for fname, text in files.items():
         (site / name / fname).write_text(text, encoding="utf-8")
     modules = sorted(name if f == "__init__.py" else f"{name}.{f[:-3]}" for f in files if f.endswith(".py"))
-    job = {
-        "build_lib": str(site),
-        "packages": [name],
-        "modules": modules,
-        "targets": targets,
-        "out_dir": str(site / "staging"),
-    }
-    (site / "job.json").write_text(json.dumps(job, indent=1))
+    from aot_build.build_config import BuildConfig
+
+    config = BuildConfig(
+        build_lib=str(site),
+        packages=(name,),
+        modules=tuple(modules),
+        targets=tuple(targets),
+        out_dir=str(site / "staging"),
+    )
+    config.write(site / "job.json")
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"))
     for k in ("AOT_BUILD_STRICT", "ATEN_CPU_CAPABILITY"):
         env.pop(k, None)

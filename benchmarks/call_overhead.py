@@ -295,7 +295,7 @@ def _w_overhead(cfg: dict[str, Any]) -> dict[str, Any]:
         guards=sum(var.state.count().values()),
         variants=len(bound.variants),
         checks_run=served.checks_run,
-        pinned=list(var.pinned),
+        size_one=list(var.size_one),
         signature=var.signature(),
     )
     return res

@@ -208,6 +208,7 @@ def _shim_parts(entry: Any, args: tuple[Any, ...]) -> dict[str, Callable[[], obj
     bound = entry._call
     (v,) = bound.variants
     runner = v.runner(torch.device("cpu"))
+    run = getattr(runner, "run", runner)  # 0.4: the library's run function; 0.3: the runner
     r = v.check.fast(None, *args)
     if type(r) is int:
         raise RuntimeError(f"{entry.key}: the argument check failed ({r})")
@@ -216,14 +217,14 @@ def _shim_parts(entry: Any, args: tuple[Any, ...]) -> dict[str, Callable[[], obj
         tensors = r + held.tensors
         state, weights = v.state, held.tensors
         return {
-            "bare": lambda: runner.run(tensors),
+            "bare": lambda: run(tensors),
             "state": lambda: state.check(None, weights),
             "args": lambda: v.check.fast(None, *args),
             "weights": lambda: held.metadata.check(*weights),
             "native": lambda: state.native,
         }
     # aot-build 0.3: one generated check for arguments, guards and weights
-    return {"bare": lambda: runner.run(r), "check": lambda: v.check.fast(None, *args)}
+    return {"bare": lambda: run(r), "check": lambda: v.check.fast(None, *args)}
 
 
 def _w_steady(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -424,6 +425,8 @@ def main() -> int:
         report["steady"][name] = spawn(
             "steady", {**base, "model": name, "pt2": pt2, "compile": not args.no_compile}, work
         )
+        if not args.first_runs:
+            continue
         firsts: dict[str, list[float]] = {"eager": [], "aot_build": []}
         for _ in range(args.first_runs):
             for side in firsts:
@@ -435,8 +438,9 @@ def main() -> int:
         if name not in report["first"]:
             report["first"][name] = {k: statistics.median(v) for k, v in firsts.items()}
             report["first"][name]["runs"] = firsts
-    imports = [spawn("import", dict(base), work).get("import_ms") for _ in range(max(3, args.first_runs))]
-    report["import"] = statistics.median([i for i in imports if i is not None] or [0.0])
+    if args.first_runs:
+        imports = [spawn("import", dict(base), work).get("import_ms") for _ in range(max(3, args.first_runs))]
+        report["import"] = statistics.median([i for i in imports if i is not None] or [0.0])
     report["loadavg_after"] = os.getloadavg()
     return publish(report, render(report), args.json, _log)
 

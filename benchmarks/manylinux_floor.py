@@ -111,8 +111,8 @@ def _spawn(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
 
 def _needs(site: Path) -> dict[str, str]:
     """Per library of a build: the tag its symbol versions need (aot_build's reading)."""
-    from aot_build.package.elf import read_dynamic
-    from aot_build.package.platform_tag import platform_tag
+    from aot_build.native.elf import read_dynamic
+    from aot_build.native.platform_tag import platform_tag
 
     torch_libs = {"libtorch_cpu.so", "libgomp.so.1", "libc10.so"}
     libs = sorted(site.rglob("_aot_build/*.so"))

@@ -360,7 +360,7 @@ def _worker(mode: str, cfg: dict[str, Any]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Driver side: runs in the dev venv. rules.py uses the setup helpers too.
+# Driver side: runs in the dev venv. backends.py uses the setup helpers too.
 # --------------------------------------------------------------------------------------------
 
 

@@ -148,7 +148,7 @@ def _no_header_precompiling() -> None:
     TMPDIR/torchinductor_<user>/precompiled_headers, shared by every build on a machine; an
     action's TMPDIR is its own scratch folder, so each compile action would build them (about
     140 MB per vector ISA) only to throw them away: 30 s instead of 18 s for a small entry.
-    The libraries are the same bytes either way (tests/test_bazel.py compares them with a
+    The libraries are the same bytes either way (tests/e2e/test_bazel.py compares them with a
     python -m build of the project)."""
     try:
         from torch._inductor import config

@@ -3,7 +3,7 @@
 Bazel's HTTP cache protocol is plain GET and PUT of ``/ac/<sha256>`` (action results) and
 ``/cas/<sha256>`` (file contents), a miss being a 404: nginx's own ``ngx_http_dav_module``
 (built into Debian's ``nginx`` package) serves exactly that. For trying the rules'
-``--remote_cache`` locally, and for tests/test_bazel.py::test_second_checkout_from_remote_cache.
+``--remote_cache`` locally, and for tests/e2e/test_bazel.py::test_second_checkout_from_remote_cache.
 
     python rules/http_cache.py FOLDER [--port 9090]     # runs until Ctrl-C
     bazel build //:wheel --remote_cache=http://127.0.0.1:9090

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# An aarch64 userland run with qemu-user on this x86-64 host, for tests/test_aarch64_e2e.py:
+# An aarch64 userland run with qemu-user on this x86-64 host, for tests/e2e/test_aarch64_e2e.py:
 # Debian bookworm's arm64 python3.11 (packages unpacked, no second stage), torch 2.13.0's
 # aarch64 wheel from PyPI in DIR/opt/site, stand-ins for the CUDA libraries that wheel links
 # against (tests/aarch64/cuda_stubs.py; nvidia-cudnn-cu13 has no aarch64 build on this index),
 # and an arm64 /proc/cpuinfo and /sys/devices/system/cpu under DIR: qemu-user passes the host's
 # x86 ones through, on which torch's CPU detection crashes. Needs root and Debian's archive and
 # PyPI; ~5 min, ~1.5 GB. Then:
-#   AOT_BUILD_AARCH64_ROOT=DIR .venv/bin/python -m pytest tests/test_aarch64_e2e.py
+#   AOT_BUILD_AARCH64_ROOT=DIR .venv/bin/python -m pytest tests/e2e/test_aarch64_e2e.py
 set -euo pipefail
 root=${1:?usage: scripts/aarch64-qemu-root.sh DIR}
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A root folder with an older glibc for tests/test_manylinux_e2e.py::test_wheel_runs_under_an_older_glibc:
+# A root folder with an older glibc for tests/e2e/test_manylinux_e2e.py::test_wheel_runs_under_an_older_glibc:
 # Debian bullseye (glibc 2.31, gcc 10's libstdc++), a CPython 3.11 built there (bullseye has 3.9 only;
 # the source is Debian bookworm's python3.11 package) in /opt/py311, and torch 2.13.0's
 # manylinux_2_28 wheel in /opt/site. Needs root (debootstrap, chroot) and Debian's archive; ~15 min
-# on 2 cores, ~1.5 GB. Then: AOT_BUILD_OLD_GLIBC_ROOT=DIR .venv/bin/python -m pytest tests/test_manylinux_e2e.py
+# on 2 cores, ~1.5 GB. Then: AOT_BUILD_OLD_GLIBC_ROOT=DIR .venv/bin/python -m pytest tests/e2e/test_manylinux_e2e.py
 set -euo pipefail
 root=${1:?usage: scripts/old-glibc-root.sh DIR}
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -30,16 +30,18 @@ from helpers import (
     run,
 )
 
-from aot_build.compile.driver import Job
-from aot_build.compile.toolchain import headers_in
+from aot_build.build_config import BuildConfig
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.manifest import Manifest
+from aot_build.toolchain import headers_in
 
 #: The suite runs on two pytest-xdist workers (README's test command; ``addopts``). Session
-#: fixtures too costly to make twice live on one worker: every test that uses one is in the
-#: group named here (by test file, or file::test). Checked at collection: a test that uses a
-#: costly fixture outside its group fails the run, naming the test and this table.
+#: fixtures too costly to make twice live on one worker: every test that uses one (the fixture
+#: named in :data:`GROUPED`) is in its group, named here (by test file, or file::test). Checked
+#: at collection: a test that uses a costly fixture outside its group fails the run, naming the
+#: test and this table. (example_pkg's cold builds are made once for the whole run whatever
+#: worker asks first: :func:`shared_once`.)
 GROUPS = {
     "test_e2e.py": "example_dists",
     "test_manylinux_e2e.py": "example_dists",
@@ -50,24 +52,30 @@ GROUPS = {
     "test_workers.py": "compiled",
     "test_concurrency.py": "compiled",
 }
-#: Groups by cost (seconds on the 2-core CI machine), the costliest handed out first; any
-#: other test file is a group of its own.
+#: The costly per-worker fixtures, and the group of the tests that may use them.
+GROUPED = {"fresh_venv": "example_dists", "cold_wheel": "cold_wheels", "compiled": "compiled"}
+#: Groups by cost (seconds on the 2-core CI machine, from the last full run's durations), the
+#: costliest handed out first; any other test file is a group of its own.
 GROUP_COST = {
-    "cold_wheels": 700,
-    "example_dists": 650,
-    "test_training_e2e.py": 260,
-    "test_inplace_e2e.py": 250,
-    "compiled": 250,
-    "test_wheels_e2e.py": 200,
-    "test_signatures_e2e.py": 200,
-    "test_joint.py": 160,
-    "test_state_e2e.py": 150,
-    "test_rules_e2e.py": 140,
-    "test_targets_e2e.py": 130,
-    "test_cache.py": 120,
-    "test_inplace.py": 110,
-    "test_bad_inputs.py": 100,
+    "example_dists": 870,  # example_pkg's second cold build (via its sdist), the installed checks
+    "cold_wheels": 850,  # the first cold build, Bazel's, the one-entry rebuild
+    "test_signatures_e2e.py": 760,
+    "compiled": 330,
+    "test_inplace_e2e.py": 300,
+    "test_training_e2e.py": 250,
+    "test_targets_e2e.py": 190,
+    "test_joint.py": 170,
+    "test_wheels_e2e.py": 170,
+    "test_rules_e2e.py": 120,
+    "test_state_e2e.py": 110,
+    "test_cache.py": 90,
+    "test_bad_inputs.py": 70,
+    "test_dynamo_rule.py": 40,
+    "test_inplace.py": 40,
 }
+#: Every test below this folder is marked ``e2e`` (:func:`pytest_collection_modifyitems`), and
+#: no other test is: README's fast command runs ``tests/unit``.
+E2E_DIR = Path(__file__).parent / "e2e"
 
 
 def group_of(nodeid: str) -> str:
@@ -91,20 +99,34 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return GroupScheduling(config, log)
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the marks set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check :data:`GROUPS` against the fixtures tests use; the costliest groups first."""
-    wrong = []
+    """Mark the tests of :data:`E2E_DIR` ``e2e``; check :data:`GROUPS` (each key names a test
+    file, each costly fixture is used in its group only); the costliest groups first."""
+    wrong = [f"{key}: no such test file under tests/" for key in [*GROUPS, *GROUP_COST] if stale(key)]
     for item in items:
+        if item.path.is_relative_to(E2E_DIR):
+            item.add_marker(pytest.mark.e2e)
+        elif item.get_closest_marker("e2e"):
+            wrong.append(f"{item.nodeid} is marked e2e outside tests/e2e/: move its file there")
         names = getattr(item, "fixturenames", ())
-        for fixture in ("cold_wheels", "example_dists", "compiled"):
-            if fixture in names and group_of(item.nodeid) != fixture:
-                wrong.append(f"{item.nodeid} uses {fixture}")
+        for fixture, group in GROUPED.items():
+            if fixture in names and group_of(item.nodeid) != group:
+                wrong.append(f"{item.nodeid} uses {fixture}: add its file (or file::test) to group {group}")
     if wrong:
         raise pytest.UsageError(
-            "tests/conftest.py GROUPS: " + "; ".join(wrong) + ": add their file (or file::test) to "
-            "the fixture's group, or each xdist worker builds the fixture again"
+            "tests/conftest.py GROUPS: " + "; ".join(wrong) + " (a costly fixture used outside its group "
+            "is made again by every xdist worker that runs it)"
         )
     items.sort(key=lambda item: -GROUP_COST.get(group_of(item.nodeid), 0))
+
+
+def stale(key: str) -> bool:
+    """Whether a :data:`GROUPS` or :data:`GROUP_COST` key names a test file that is not there
+    (group names that are no file name pass)."""
+    file = key.partition("::")[0]
+    here = Path(__file__).parent
+    return file.startswith("test_") and not [*here.glob(file), *here.glob(f"*/{file}")]
 
 
 def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
@@ -231,7 +253,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> 
     shutil.copytree(SAMPLE_PROJECTS / "shim_pkg", build_lib, ignore=shutil.ignore_patterns("__pycache__"))
     staging = tmp / "staging"
     staging.mkdir()
-    job = Job(
+    job = BuildConfig(
         build_lib=str(build_lib),
         packages=[PKG],
         modules=list_modules(build_lib, [PKG], []),
@@ -239,11 +261,11 @@ def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> 
         out_dir=str(staging),
     )
     config = tmp / "job.json"
-    config.write_text(json.dumps(vars(job)), encoding="utf-8")
+    config.write_text(json.dumps(job.to_json()), encoding="utf-8")
     temp = tmp / "tmpdir"
     temp.mkdir()
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "TMPDIR": str(temp)}
-    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=300)
+    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=900)
     left = sorted(str(p.relative_to(temp)) for p in temp.rglob("*"))
     # the driver writes only into its staging folder
     assert not (build_lib / PKG / ARTIFACT_DIR).exists()
@@ -274,22 +296,18 @@ def aot_build_wheel(e2e_dir: Path) -> Path:
     return wheel
 
 
-def isolated_build(
-    project: Path, dest: Path, aot_build_wheel: Path, inductor_cache: Path, via_sdist: bool = False
-) -> BuiltDists:
-    """A project's wheel from a real isolated ``python -m build``, finding aot-build beside the
-    local torch. ``via_sdist``: the default of ``python -m build`` (sdist first, then the wheel
-    from the sdist); otherwise the wheel alone, from the source tree (one build environment,
-    not two: each holds a copy of torch)."""
+def isolated_build(project: Path, dest: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
+    """A project's wheel from a real isolated ``python -m build --wheel`` of its source tree,
+    finding aot-build beside the local torch (example_pkg's wheel from its sdist:
+    :func:`example_dists`)."""
     src = copy_project(project, dest / f"{project.name}-src")
     out = dest / f"{project.name}-dist"
     env = build_env(aot_build_wheel.parent, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache))
-    what = [] if via_sdist else ["--wheel"]
-    proc = run([sys.executable, "-m", "build", *what, "--outdir", out, "."], cwd=src, env=env, timeout=1500)
-    sdists = list(out.glob("*.tar.gz"))
+    proc = run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", out, "."], cwd=src, env=env, timeout=1500
+    )
     (wheel,) = out.glob("*.whl")
-    assert len(sdists) == via_sdist, sdists
-    return BuiltDists(sdists[0] if sdists else None, wheel, proc.stdout + proc.stderr)
+    return BuiltDists(None, wheel, proc.stdout + proc.stderr)
 
 
 #: The cold builds' SOURCE_DATE_EPOCH: the Bazel rules' default (rules/aot_build.bzl), so
@@ -298,23 +316,23 @@ COLD_EPOCH = "315532800"
 COLD_TARGETS = "cpu-avx2,cpu-baseline"
 
 
-@dataclass(frozen=True)
-class ColdWheel:
-    wheel: Path
-    log: str
-
-
 def cold_build(
-    root: Path, aot_build_wheel: Path, inductor_cache: str, jobs: str = "", isolated: bool = True
-) -> ColdWheel:
+    root: Path,
+    aot_build_wheel: Path,
+    inductor_cache: str,
+    jobs: str = "",
+    isolated: bool = True,
+    via_sdist: bool = False,
+) -> BuiltDists:
     """A real isolated ``python -m build --wheel`` of ``root/example_pkg`` with the build
     cache ``root/aot-build-cache``, COLD_EPOCH and COLD_TARGETS, and setuptools pinned to this
     environment's (its version is written into the wheel; test_bazel's wheel is built with
     this environment's). ``isolated=False``: ``--no-isolation`` in this (the dev) environment,
-    whose torch and aot-build are at other paths than an isolated build's."""
+    whose torch and aot-build are at other paths than an isolated build's. ``via_sdist``: the
+    sdist, then the wheel from it in a temporary folder (``python -m build``'s default)."""
     from importlib.metadata import version
 
-    pins = root.parent / "cold-constraints.txt"
+    pins = root.parent / f"{root.name}-constraints.txt"
     pins.write_text(f"setuptools=={version('setuptools')}\n", encoding="utf-8")
     env = build_env(
         aot_build_wheel.parent,
@@ -326,28 +344,46 @@ def cold_build(
         **({"AOT_BUILD_JOBS": jobs} if jobs else {}),
     )
     out = root / f"dist-{inductor_cache}"
+    what = [] if via_sdist else ["--wheel"]
     isolation = [] if isolated else ["--no-isolation"]
-    cmd = [sys.executable, "-m", "build", "--wheel", *isolation, "--outdir", out, "."]
+    cmd = [sys.executable, "-m", "build", *what, *isolation, "--outdir", out, "."]
     proc = run(cmd, cwd=root / "example_pkg", env=env, timeout=1800)
     (wheel,) = out.glob("*.whl")
-    return ColdWheel(wheel, proc.stdout + proc.stderr)
+    sdists = list(out.glob("*.tar.gz"))
+    assert len(sdists) == via_sdist, sdists
+    return BuiltDists(sdists[0] if sdists else None, wheel, proc.stdout + proc.stderr)
 
 
 @pytest.fixture(scope="session")
-def cold_wheels(e2e_dir: Path, aot_build_wheel: Path) -> tuple[ColdWheel, ColdWheel]:
-    """Two cold builds (:func:`cold_build`) of example_pkg from two source folders, each
-    with empty aot-build and Inductor caches (so everything compiles, in two workers)."""
-    out = []
-    for name in ("cold-a", "cold-b"):
-        copy_project(EXAMPLE_PROJECT, e2e_dir / name / "example_pkg")
-        out.append(cold_build(e2e_dir / name, aot_build_wheel, "inductor-cache", jobs="2"))
-    return out[0], out[1]
+def cold_wheel(e2e_dir: Path, aot_build_wheel: Path) -> BuiltDists:
+    """A cold build (:func:`cold_build`) of example_pkg from its source folder, with empty
+    aot-build and Inductor caches (so everything compiles, in two workers)."""
+    copy_project(EXAMPLE_PROJECT, e2e_dir / "cold-a" / "example_pkg")
+    return cold_build(e2e_dir / "cold-a", aot_build_wheel, "inductor-cache", jobs="2")
 
 
 @pytest.fixture(scope="session")
-def example_dists(e2e_dir: Path, aot_build_wheel: Path, inductor_cache: Path) -> BuiltDists:
-    """example_pkg's sdist and wheel (isolated build: the wheel from the sdist, as users do)."""
-    return isolated_build(EXAMPLE_PROJECT, e2e_dir, aot_build_wheel, inductor_cache, via_sdist=True)
+def example_dists(tmp_path_factory: pytest.TempPathFactory, aot_build_wheel: Path) -> BuiltDists:
+    """example_pkg's sdist and wheel, the wheel from the sdist as users build it; a cold build
+    (:func:`cold_build`, another folder than :func:`cold_wheel`'s), made once for the whole run
+    (:func:`shared_once`: the tests of two groups use it)."""
+
+    def make(root: Path) -> None:
+        copy_project(EXAMPLE_PROJECT, root / "example_pkg")
+        dists = cold_build(root, aot_build_wheel, "inductor-cache", jobs="2", via_sdist=True)
+        (root / "build.log").write_text(dists.log, encoding="utf-8")
+
+    root = shared_once(tmp_path_factory, "cold-b", make)
+    (sdist,) = (root / "dist-inductor-cache").glob("*.tar.gz")
+    (wheel,) = (root / "dist-inductor-cache").glob("*.whl")
+    return BuiltDists(sdist, wheel, (root / "build.log").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def cold_wheels(cold_wheel: BuiltDists, example_dists: BuiltDists) -> tuple[BuiltDists, BuiltDists]:
+    """Two cold builds of example_pkg: from the source folder, and from the sdist (conftest
+    ``example_dists``) in other folders and build environments."""
+    return cold_wheel, example_dists
 
 
 @pytest.fixture(scope="session")

@@ -101,8 +101,10 @@ def existing_find_links() -> str:
 def build_env(extra_find_links: Path | None = None, **extra: str) -> dict[str, str]:
     """The environment for pip and ``python -m build``: this process's environment with
     ``extra_find_links`` appended to (never replacing) pip's find-links, so isolated build
-    environments keep finding the local torch wheel."""
-    env = dict(os.environ)
+    environments keep finding the local torch wheel. Builds compile in one worker process
+    (``AOT_BUILD_JOBS=1`` unless ``extra`` sets it): the suite's two xdist workers keep the
+    cores busy, and each compile worker makes its own precompiled headers."""
+    env = {**os.environ, "AOT_BUILD_JOBS": "1"}
     if extra_find_links is not None:
         env["PIP_FIND_LINKS"] = f"{existing_find_links()} {extra_find_links}"
     env.update(extra)
@@ -286,5 +288,6 @@ def build_sample(
         cwd=src,
         env=build_env(TORCHINDUCTOR_CACHE_DIR=str(inductor_cache), **env),
         check=False,
+        timeout=1500,  # one compile worker: the largest sample (31 programs) takes ~10 min
     )
     return proc, src, out

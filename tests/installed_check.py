@@ -260,7 +260,7 @@ def scenario_damaged(workdir: str) -> dict[str, Any]:
     files = {key: [a.file for v in e.variants for a in v.artifacts] for key, e in manifest.entries.items()}
     # the artifact this CPU loads for the variant that serves X (batch 4, not pinned to size 1)
     variants = manifest.entries["example_pkg.blocks:mlp_block"].variants
-    (served,) = [v for v in variants if not v.pinned]
+    (served,) = [v for v in variants if not v.size_one]
     by_target = {a.target: a.file for a in served.artifacts}
     victim = by_target[best_cpu_target(set(by_target)) or ""]
     path = copy_root / "example_pkg" / "_aot_build" / victim

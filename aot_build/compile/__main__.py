@@ -5,7 +5,6 @@ importing torch (see reuse.py); any other runs the driver."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -20,13 +19,18 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     key = None
     if len(argv) == 1:
+        from ..build_config import BuildConfig
+        from ..errors import ConfigError
         from . import reuse
 
-        job = json.loads(Path(argv[0]).read_text())
+        try:
+            config = BuildConfig.read(Path(argv[0]))
+        except ConfigError:
+            config = None  # the driver says why
         environ = dict(os.environ)
-        if reuse.recordable(job, environ):
-            key = reuse.record_key(job, environ)
-            got = reuse.reuse(job, environ, key)
+        if config is not None and reuse.recordable(config, environ):
+            key = reuse.record_key(config, environ)
+            got = reuse.reuse(config, environ, key)
             if got is not None:
                 _say(
                     f"nothing the build reads changed since the build of {got.made} (package files, "
@@ -37,7 +41,7 @@ def main(argv: list[str]) -> int:
                     _say(line)
                 _say(
                     f"done in {time.perf_counter() - t0:.1f} s; artifacts add {got.size / 1e6:.2f} MB to "
-                    f"the wheel; build cache {job['cache_dir']}: {got.libraries} hit(s), 0 compiled "
+                    f"the wheel; build cache {config.cache_dir}: {got.libraries} hit(s), 0 compiled "
                     "(the previous build reused)"
                 )
                 return 0

@@ -3,7 +3,7 @@ did not change.
 
 Key: everything that can change a library — the exported program's serialized bytes (graph,
 signature, embedded constants; its example inputs left out, they are often random), the target
-and its Inductor options, the user's ``inductor-options``, ``strip``, the rule, torch's version,
+and its Inductor options, the user's ``inductor-options``, ``strip``, the backend, torch's version,
 aot_build's version and the hash of its compile-side sources, the C++ compiler's identity
 (path and ``--version``) and the manylinux floor. Value: the stripped library and its ISA label.
 
@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,10 @@ from typing import Any
 import torch
 
 from .. import __version__
-from ..rules import Built
+from ..backends import Built
 from ..targets import Target, compile_options
+from ..toolchain import build_floor
 from .sources import build_side_hash
-from .toolchain import build_floor
 
 #: Bumped when the layout of an entry or the meaning of the key changes.
 CACHE_FORMAT = 1
@@ -59,14 +60,21 @@ class BuildCache:
     max_bytes: int = 5 * 10**9
 
     def key(
-        self, program: bytes, target: Target, options: dict[str, Any], strip: bool, rule: tuple[str, str]
+        self,
+        program: bytes,
+        target: Target,
+        options: Mapping[str, Any],
+        strip: bool,
+        backend: tuple[str, str],
+        compiler: bool = True,
     ) -> str:
         """The cache key of compiling ``program`` (:func:`.units.program_bytes`) for
-        ``target`` with ``rule`` (name, version) (see the module docstring)."""
+        ``target`` with ``backend`` (name, version) (see the module docstring); ``compiler``: the
+        backend calls the C++ compiler (else its identity is no part of the key)."""
         h = hashlib.sha256()
         parts = {
             "format": CACHE_FORMAT,
-            "rule": list(rule),
+            "rule": list(backend),  # the key's old name: entries cached before stay valid
             "target": target.name,
             "target_options": compile_options(target),
             "inductor_options": options,
@@ -74,7 +82,7 @@ class BuildCache:
             "torch": torch.__version__,
             "aot_build": __version__,
             "aot_build_sources": build_side_hash(),
-            "compiler": compiler_identity(),
+            "compiler": compiler_identity() if compiler else "",
             "manylinux": build_floor(),  # the floor the compile wrapper links for
         }
         h.update(json.dumps(parts, sort_keys=True, default=repr).encode())

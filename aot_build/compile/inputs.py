@@ -1,12 +1,12 @@
 """Example-input sets as the build uses them: bound to the signature, ``self`` split off for
-method entries, ``dynamic_shapes`` aligned with the tensor arguments, and the size-1 copies
-that serve calls whose dynamic dimensions are 1.
+method entries, ``dynamic_shapes`` aligned with the tensor arguments, and the input sets of the size-one
+variants, which serve calls whose dynamic dimensions are 1.
 
 torch.export reasons about a dynamic dimension as if it were never 0 or 1 (broadcasting,
 ``squeeze``, ``if x.shape[0] == 1``), whatever range it reports, so an artifact exported
 with ``Dim(min=1)`` can compute something else than eager Python at size 1. The dynamic
 artifact therefore serves sizes from 2 up, and every combination of dimensions whose range
-includes 1 gets its own artifact, exported at size 1.
+includes 1 gets its own *size-one variant*, exported at size 1.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ..decorate import AotEntry
 from ..errors import EntryError
 from ..values import is_plain
 
-#: At most this many size-1 variants per input set (2**dims - 1 are needed for full cover).
-MAX_PINNED = 7
+#: At most this many size-one variants per input set (2**dims - 1 are needed for full cover).
+MAX_SIZE_ONE = 7
 
 
 @dataclass
@@ -36,7 +36,7 @@ class InputSet:
         self_obj: the instance, for a method entry.
         dims: per tensor leaf of ``args`` (pytree order): ``{dim: Dim}`` of its dynamic dims.
         labels: per leaf of ``args``: its name in messages (``x``, ``batch['ids']``).
-        pinned: symbol name → size, for a size-1 copy.
+        size_one: symbol name → 1, for the copy of a size-one variant.
     """
 
     index: int
@@ -44,7 +44,7 @@ class InputSet:
     self_obj: Any
     dims: list[dict[int, Any]]
     labels: list[str]
-    pinned: dict[str, int] = field(default_factory=dict)
+    size_one: dict[str, int] = field(default_factory=dict)
 
     def tensor_labels(self) -> list[str]:
         leaves = pytree.tree_leaves(self.args)
@@ -129,7 +129,7 @@ def _leaf_labels(args: tuple[Any, ...], names: tuple[str, ...]) -> list[str]:
 
 
 def _canonical_spec(entry: AotEntry, spec: Any, n: int, where: str) -> tuple[Any, ...]:
-    names = entry.binder.names
+    names = entry.call_signature.names
     if spec is None:
         return (None,) * n
     if isinstance(spec, dict) and all(isinstance(k, str) for k in spec):
@@ -151,9 +151,9 @@ def input_sets(entry: AotEntry, where: str) -> list[InputSet]:
     sets = entry.input_sets()
     for index, (example, spec) in enumerate(sets):
         here = f"{where}: input set {index}" if len(sets) > 1 else where
-        canonical = entry.binder.bind_example(example, here)
+        canonical = entry.call_signature.canonical_example(example, here)
         full_spec = _canonical_spec(entry, spec, len(canonical), here)
-        names = entry.binder.names
+        names = entry.call_signature.names
         self_obj = None
         if entry.is_method:
             self_obj = canonical[0]
@@ -186,23 +186,24 @@ def input_sets(entry: AotEntry, where: str) -> list[InputSet]:
                     raise EntryError(
                         f"{here}: {label} has size {t.shape[j]} in dynamic dimension {j}; give an "
                         "example of size 2 or more there (torch.export treats sizes 0 and 1 as "
-                        "special; aot_build builds the size-1 artifact itself when the range includes 1)"
+                        "special; aot_build builds the size-one artifact itself when the range includes 1)"
                     )
         out.append(iset)
     return out
 
 
-def pinned_copies(
-    base: InputSet, exprs: list[tuple[Any, ...]], ones: list[Any], names: dict[Any, str]
+def size_one_copies(
+    base: InputSet, exprs: list[tuple[Any, ...]], symbols: list[Any], names: dict[Any, str]
 ) -> list[InputSet]:
-    """Copies of ``base`` with each non-empty subset of ``ones`` (symbols whose range
-    includes 1) fixed to size 1. ``exprs``: per tensor leaf, each dim's sympy size expression
-    in the generic export; ``names``: the symbols' names, the copies' ``pinned`` keys."""
-    combos = [c for r in range(1, len(ones) + 1) for c in itertools.combinations(ones, r)]
-    if len(combos) > MAX_PINNED:
+    """The input sets of the size-one variants of ``base``: copies with each non-empty subset
+    of ``symbols`` (those whose range includes 1) fixed to size 1. ``exprs``: per tensor leaf,
+    each dim's sympy size expression in the generic export; ``names``: the symbols' names, the
+    copies' ``size_one`` keys."""
+    combos = [c for r in range(1, len(symbols) + 1) for c in itertools.combinations(symbols, r)]
+    if len(combos) > MAX_SIZE_ONE:
         raise EntryError(
-            f"{len(ones)} dynamic dimensions include size 1 ({', '.join(names[s] for s in ones)}), which "
-            f"needs {len(combos)} size-1 artifacts per target; give some of them min=2 (calls "
+            f"{len(symbols)} dynamic dimensions include size 1 ({', '.join(names[s] for s in symbols)}), "
+            f"which needs {len(combos)} size-one artifacts per target; give some of them min=2 (calls "
             "with size 1 there then run as plain Python)"
         )
     copies = []
@@ -223,7 +224,7 @@ def pinned_copies(
                 size = int(e.subs(subs)) if not e.free_symbols - set(combo) else None
                 if size is None or size > t.shape[j]:
                     raise EntryError(
-                        f"{base.tensor_labels()[k]} dim {j} (= {e}) cannot be narrowed to the size-1 case; "
+                        f"{base.tensor_labels()[k]} dim {j} (= {e}) cannot be narrowed to the size-one case; "
                         "give the dimensions it depends on min=2"
                     )
                 t = t.narrow(j, 0, size)
@@ -251,3 +252,6 @@ def pinned_copies(
             )
         )
     return copies
+
+
+#: Deprecated alias of :func:`size_one_copies` (for callers not yet renamed).

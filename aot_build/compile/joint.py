@@ -37,21 +37,13 @@ Route and reasons:
   not torch's, and a remat partitioner must never recompute them in the backward; until that is
   designed, an entry with dropout in training mode is refused with a clear error.
 
-Metadata (JSON): ``{"version": 1, "num_inputs": N, "num_outputs": n, "num_saved": k,
-"shape_carriers": c, "requires_grad": [bool]*N, "differentiable_outputs": [bool]*n,
-"grad_inputs": [int], "absent_grads": [int], "partitioner": str}``. The forward library maps
-the N flat inputs to n user outputs then k saved tensors (the last c of them shape carriers);
-the backward library takes the k saved tensors then one gradient per differentiable output
-(in output order) and returns the gradients of ``grad_inputs`` (flat input indices), in order.
-Version 2 adds ``"mutated": [int]``, the flat inputs updated in place: the forward library
-returns their new values (in that order) before the n user outputs. Programs that update
-nothing are written as version 1.
+The record of how the two connect is :class:`aot_build.manifest.TrainingRecord`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -59,8 +51,8 @@ import torch
 from torch.export import Dim
 
 from ..errors import CompileError
+from ..manifest import TrainingRecord
 
-META_VERSION = 2
 PARTITIONERS = ("min_cut", "default")
 
 
@@ -70,7 +62,7 @@ class JointPrograms:
 
     forward: torch.export.ExportedProgram
     backward: torch.export.ExportedProgram
-    meta: dict[str, Any] = field(default_factory=dict)
+    record: TrainingRecord
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -458,19 +450,16 @@ def export_joint(
     bwd_examples = [_example(v, contiguous=True) for v in all_vals]
     bwd_ep = _export(bwd_mod, bwd_examples, [dims.spec(v) for v in all_vals], "backward")
 
-    meta_out: dict[str, Any] = {
-        # version 1 runtimes would take the new values of updated inputs for user outputs
-        "version": META_VERSION if mutated else 1,
-        "num_inputs": len(flags),
-        "num_outputs": n_out,
-        "num_saved": n_saved,
-        "shape_carriers": len(carriers),
-        "requires_grad": flags,
-        "differentiable_outputs": diff,
-        "grad_inputs": grad_inputs,
-        "absent_grads": absent,
-        "partitioner": partitioner,
-    }
-    if mutated:
-        meta_out["mutated"] = mutated
-    return JointPrograms(fwd_ep, bwd_ep, meta_out)
+    record = TrainingRecord(
+        num_inputs=len(flags),
+        num_outputs=n_out,
+        num_saved=n_saved,
+        shape_carriers=len(carriers),
+        requires_grad=tuple(flags),
+        differentiable_outputs=tuple(diff),
+        grad_inputs=tuple(grad_inputs),
+        absent_grads=tuple(absent),
+        partitioner=partitioner,
+        mutated=tuple(mutated),
+    )
+    return JointPrograms(fwd_ep, bwd_ep, record)

@@ -2,8 +2,9 @@
 
 Each worker is a fresh interpreter (spawn): nothing the user's modules did to the build
 process, and no process-wide patch of one compile (the pinned vector ISA) is seen by
-another. A worker loads a saved program, compiles it with the reproducible compiler wrapper
-(:mod:`.toolchain`) and its own Inductor cache folder, and returns the library's description.
+another. A worker loads a saved program, compiles it with the task's backend (given the
+reproducible compiler wrapper of :mod:`aot_build.toolchain` and its own Inductor cache
+folder), and returns the file's description.
 The first failure cancels what has not started; what runs finishes; the error names the
 entry and the target.
 """
@@ -20,29 +21,15 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import rules
+from .. import backends
+from ..build_config import BuildConfig
 from ..errors import CompileError, compile_failure
 from ..targets import parse_target
-from .toolchain import keep_headers_in, write_wrapper
+from ..toolchain import keep_headers_in, write_wrapper
 from .units import Compiled, Source, Task
-
-
-@dataclass
-class Options:
-    """What every compile of a build shares."""
-
-    programs_dir: str
-    out_dir: str
-    inductor_options: dict[str, Any] = field(default_factory=dict)
-    strip: bool = True
-    #: Compiler name given to Inductor (the wrapper's); "" : Inductor's own choice.
-    cxx: str = ""
-    #: Folder on sys.path where the package's modules are (to import custom operators).
-    build_lib: str = ""
 
 
 def load_program(path: Path, module: str) -> Any:
@@ -59,28 +46,36 @@ def load_program(path: Path, module: str) -> Any:
         return torch.export.load(path)
 
 
-def compile_task(task: Task, opts: Options) -> Compiled:
-    """Compile one program for one target (in a worker, or in the calling process)."""
-    ep = load_program(Path(opts.programs_dir) / task.program, task.module)
-    return compile_program(task, Source(ep), opts)
+def compile_task(task: Task, config: BuildConfig, programs: Path, out_dir: Path, cxx: str) -> Compiled:
+    """Compile one saved program (in ``programs``) for one target into ``out_dir`` (in a
+    worker, or in the calling process); ``cxx``: the compiler wrapper's name."""
+    ep = load_program(programs / task.program, task.module)
+    return compile_program(task, Source(ep), config, out_dir, cxx)
 
 
-def compile_program(task: Task, source: Source, opts: Options) -> Compiled:
-    """Compile ``source`` (of ``task``) with the task's rule."""
-    rule = rules.find(task.rule)
-    request = rules.CompileRequest(
-        source.program,
-        parse_target(task.target),
-        Path(opts.out_dir),
-        opts.inductor_options,
-        opts.strip,
-        opts.cxx,
-        function=source.function,
-        args=source.args,
-        dynamic_shapes=source.dynamic_shapes,
-        grad=source.grad,
-    )
-    return Compiled.of(task, rule.compile(request), rule.version)
+def compile_program(
+    task: Task, source: Source, config: BuildConfig, out_dir: Path, cxx: str = ""
+) -> Compiled:
+    """Compile ``source`` (of ``task``) with the task's backend, into ``out_dir``."""
+    backend = backends.find(task.backend)
+    target = parse_target(task.target)
+    request: backends.ProgramRequest | backends.FunctionRequest
+    if backend.convention == backends.CALL:
+        request = backends.FunctionRequest(
+            source.function, source.args, source.dynamic_shapes, source.grad, target, out_dir, config
+        )
+    else:
+        assert source.program is not None, "a FLAT backend's source is a program"
+        request = backends.ProgramRequest(source.program, target, out_dir, config, cxx)
+    return Compiled.of(task, backend.compile(request), backend.version)
+
+
+def _wrapper(tasks: list[Task], folder: Path) -> tuple[str, dict[str, str]]:
+    """The compiler wrapper's name and the workers' environment (:func:`write_wrapper`) when a
+    backend of ``tasks`` calls a C++ compiler; else none ("" and no variables)."""
+    if any(backends.capabilities(backends.find(t.backend)).needs_compiler for t in tasks):
+        return write_wrapper(folder)
+    return "", {}
 
 
 def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
@@ -94,48 +89,61 @@ def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
 
 
-def _timed(task: Task, opts: Options) -> tuple[Compiled, float]:
+def _timed(
+    task: Task, config: BuildConfig, programs: Path, out_dir: Path, cxx: str
+) -> tuple[Compiled, float]:
     t0 = time.perf_counter()
-    return compile_task(task, opts), time.perf_counter() - t0
+    return compile_task(task, config, programs, out_dir, cxx), time.perf_counter() - t0
 
 
 def describe_failure(task: Task, exc: BaseException) -> CompileError:
+    """``task``'s failure, naming its backend and what to check."""
+    try:
+        compiler = backends.capabilities(backends.find(task.backend)).needs_compiler
+    except (backends.UnknownBackend, TypeError):
+        compiler = False
+    check = (
+        "; check that a C++ compiler is on PATH of the build machine and that inductor-options are valid"
+        if compiler
+        else ""
+    )
     return compile_failure(
         f"{task.where} [{task.target}]",
-        f"the {task.rule} rule could not compile it",
+        f"the {task.backend} backend could not compile it",
         exc,
-        "see the compiler output above; check that a C++ compiler is on PATH of the build "
-        "machine and that inductor-options are valid",
+        f"see the {task.backend} backend's output above{check}",
     )
 
 
-def compile_here(tasks: list[Task], opts: Options) -> list[Compiled]:
-    """Compile ``tasks`` one after the other in this process, set up as a worker is (for a
-    process that does nothing else: a build system's action)."""
+def compile_here(tasks: list[Task], config: BuildConfig, programs: Path, out_dir: Path) -> list[Compiled]:
+    """Compile ``tasks`` (programs saved in ``programs``) into ``out_dir``, one after the other
+    in this process, set up as a worker is (for a process that does nothing else: a build
+    system's action)."""
     work = Path(tempfile.mkdtemp(prefix="aot-build-"))
     try:
-        name, env = write_wrapper(work / "cxx")
+        name, env = _wrapper(tasks, work / "cxx")
         (work / "inductor").mkdir()
-        _init_worker(env, opts.build_lib, str(work / "inductor"))
-        opts = replace(opts, cxx=name)
-        return [compile_task(t, opts) for t in tasks]
+        _init_worker(env, config.build_lib, str(work / "inductor"))
+        return [compile_task(t, config, programs, out_dir, name) for t in tasks]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def run_tasks(
     tasks: list[Task],
-    opts: Options,
-    jobs: int,
+    config: BuildConfig,
+    programs: Path,
+    out_dir: Path,
     work: Path,
     done: Callable[[Task, Compiled, float], None],
 ) -> list[Compiled]:
-    """Compile ``tasks`` in ``jobs`` worker processes; ``done`` is called as each finishes.
+    """Compile ``tasks`` (programs saved in ``programs``) into ``out_dir`` in ``config.jobs``
+    worker processes (0: one per core); ``done`` is called as each finishes.
     Raises CompileError naming every failed entry and target; after a failure nothing new starts."""
     if not tasks:
         return []
-    name, env = write_wrapper(work / "cxx")
-    opts = replace(opts, cxx=name)
+    name, env = _wrapper(tasks, work / "cxx")
+    jobs = config.jobs or os.cpu_count() or 1
     cache_root = work / "inductor"
     cache_root.mkdir(parents=True, exist_ok=True)
     results: list[Compiled] = []
@@ -146,7 +154,7 @@ def run_tasks(
         max_workers=workers,
         mp_context=ctx,
         initializer=_init_worker,
-        initargs=(env, opts.build_lib, str(cache_root)),
+        initargs=(env, config.build_lib, str(cache_root)),
     ) as pool:
         # At most `workers` tasks handed out at a time (the executor would queue more ahead
         # of its workers, and a queued task cannot be taken back): after a failure nothing
@@ -156,7 +164,7 @@ def run_tasks(
         while queue or running:
             while queue and not failures and len(running) < workers:
                 task = queue.pop()
-                running[pool.submit(_timed, task, opts)] = task
+                running[pool.submit(_timed, task, config, programs, out_dir, name)] = task
             if not running:
                 break
             finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)

@@ -3,7 +3,7 @@ or of the package, no export, no compile.
 
 A *build record* (``<cache>/builds/<key[:2]>/<key>/``) holds a build's output (each package's
 ``_aot_build/`` files) and what it depended on. Its key is made of what is known before the
-build imports anything: the build's settings (targets, inductor-options, strip, rule, the
+build imports anything: the build's settings (targets, inductor-options, strip, backend, the
 modules to import...), the Python version, aot_build's version and build-side sources, the
 environment (less the variables of a terminal session that cannot shape artifacts, see
 :data:`VOLATILE_ENV`) and the content of every file of the package as it will be installed
@@ -15,7 +15,7 @@ build in full, where the per-library build cache still spares every compile whos
 not change.
 
 Not recorded (those builds always run in full): builds that compiled something in the build
-process (the ``dynamo`` rule, programs ``torch.export.save`` cannot write), skipped optional
+process (the ``dynamo`` backend, programs ``torch.export.save`` cannot write), skipped optional
 targets (their reason depends on the machine), ``cpu-host`` targets (the machine's CPU) and
 cross builds. A package whose export reads files other than its own and its imports (data
 downloaded at build time, files outside the package) should turn the cache off
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..build_config import BuildConfig
 from ..constants import ARTIFACT_DIR, ENV_CROSS_TORCH
 from .sources import build_side_hash
 
@@ -46,8 +47,8 @@ from .sources import build_side_hash
 RECORD_FORMAT = 1
 #: Records kept (the most recently used); each holds one build's artifacts.
 KEEP = 4
-#: Job fields that do not shape the artifacts (where things go, how many workers, output).
-_JOB_IGNORED = ("build_lib", "out_dir", "cache_dir", "cache_max_bytes", "jobs", "progress")
+#: Configuration fields that do not shape the artifacts (where things go, how many workers, output).
+_CONFIG_IGNORED = ("build_lib", "out_dir", "cache_dir", "cache_max_bytes", "jobs", "progress")
 #: Variables of a terminal session, a pytest run or a pip build that differ between identical
 #: builds and cannot shape artifacts; every other variable is part of the key.
 VOLATILE_ENV = frozenset(
@@ -108,25 +109,25 @@ def _tree_digest(build_lib: Path) -> str:
     return h.hexdigest()
 
 
-def record_key(job: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+def record_key(config: BuildConfig, environ: Mapping[str, str]) -> str:
     """The key of a build's record (see the module docstring)."""
     parts = {
         "format": RECORD_FORMAT,
-        "job": {k: v for k, v in sorted(job.items()) if k not in _JOB_IGNORED},
+        "config": {k: v for k, v in sorted(config.to_json().items()) if k not in _CONFIG_IGNORED},
         "python": sys.version,
         "aot_build": __version__,
         "aot_build_sources": build_side_hash(),
         "environ": {k: v for k, v in sorted(environ.items()) if k not in VOLATILE_ENV},
-        "package": _tree_digest(Path(job["build_lib"])),
+        "package": _tree_digest(Path(config.build_lib)),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()
 
 
-def recordable(job: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
-    """Whether a build of ``job`` may be recorded and reused at all."""
+def recordable(config: BuildConfig, environ: Mapping[str, str]) -> bool:
+    """Whether a build of ``config`` may be recorded and reused at all."""
     return (
-        bool(job.get("cache_dir"))
-        and "cpu-host" not in job.get("targets", [])
+        bool(config.cache_dir)
+        and "cpu-host" not in config.targets
         and not environ.get(ENV_CROSS_TORCH, "").strip()
     )
 
@@ -157,10 +158,10 @@ def _stamps_hold(stamps: list[Stamp]) -> bool:
     return True
 
 
-def reuse(job: Mapping[str, Any], environ: Mapping[str, str], key: str) -> Reused | None:
-    """Copy the output recorded under ``key`` (:func:`record_key`) into ``job["out_dir"]`` when
+def reuse(config: BuildConfig, environ: Mapping[str, str], key: str) -> Reused | None:
+    """Copy the output recorded under ``key`` (:func:`record_key`) into ``config.out_dir`` when
     every stamp still holds and every file is intact; None (nothing copied) otherwise."""
-    folder = _folder(job["cache_dir"], key)
+    folder = _folder(config.cache_dir, key)
     try:
         record = json.loads((folder / "record.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -180,7 +181,7 @@ def reuse(job: Mapping[str, Any], environ: Mapping[str, str], key: str) -> Reuse
             shutil.rmtree(folder, ignore_errors=True)
             return None
         data[rel] = blob
-    out = Path(job["out_dir"])
+    out = Path(config.out_dir)
     for rel, blob in data.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(blob)
@@ -189,7 +190,7 @@ def reuse(job: Mapping[str, Any], environ: Mapping[str, str], key: str) -> Reuse
 
 
 def save(
-    job: Mapping[str, Any],
+    config: BuildConfig,
     environ: Mapping[str, str],
     key: str,
     module_files: Iterable[str],
@@ -197,11 +198,11 @@ def save(
     size: int,
     lines: list[str],
 ) -> None:
-    """Record the finished build's output (``job["out_dir"]``), stamped with the files it
+    """Record the finished build's output (``config.out_dir``), stamped with the files it
     imported (``module_files``; those inside the package are in the key already) and its tools.
     Nothing is recorded when an imported file is gone (a module written to a temporary folder:
     the record could never be used)."""
-    build_lib = str(Path(job["build_lib"])) + os.sep
+    build_lib = str(Path(config.build_lib)) + os.sep
     stamps = []
     for path in sorted(set(module_files)):
         if path.startswith(build_lib):
@@ -210,7 +211,7 @@ def save(
         if stamp is None:
             return
         stamps.append(stamp)
-    out = Path(job["out_dir"])
+    out = Path(config.out_dir)
     files = {
         str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(out.rglob("*"))
@@ -226,7 +227,7 @@ def save(
         "size": size,
         "lines": lines,
     }
-    folder = _folder(job["cache_dir"], key)
+    folder = _folder(config.cache_dir, key)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
     try:
@@ -239,7 +240,7 @@ def save(
             pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _evict(Path(job["cache_dir"]) / "builds")
+    _evict(Path(config.cache_dir) / "builds")
 
 
 def _evict(root: Path) -> None:

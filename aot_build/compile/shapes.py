@@ -16,7 +16,7 @@ from ..values import encode
 from .inputs import InputSet
 from .specs import dtype_name
 
-#: The smallest size a dynamic artifact serves; 1 gets its own artifact (see inputs.py).
+#: The smallest size a dynamic artifact serves; 1 gets its own (size-one) variant (see inputs.py).
 GENERIC_MIN = 2
 
 
@@ -38,8 +38,8 @@ class Shapes:
         """Manifest ranges: the dynamic artifact serves sizes from GENERIC_MIN up."""
         return {self.names[s]: (max(lo, GENERIC_MIN), hi) for s, (lo, hi) in self.ranges.items()}
 
-    def ones(self) -> list[Any]:
-        """Symbols whose range includes 1 (each needs a size-1 variant)."""
+    def size_one_symbols(self) -> list[Any]:
+        """Symbols whose range includes 1 (each needs a size-one variant)."""
         return [s for s, (lo, _) in self.ranges.items() if lo <= 1]
 
 

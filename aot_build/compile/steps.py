@@ -9,47 +9,30 @@ files of earlier steps) and writes only into its output folder; the files are th
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
-from ..constants import MANIFEST_NAME
+from .. import backends
+from ..build_config import BuildConfig
 from ..decorate import AotEntry
 from ..discover import discover_entries, list_modules
 from ..errors import CompileError
 from ..names import package_root
 from ..settings import Settings, load_settings
-from .driver import (
-    Job,
-    _artifact_folder,
-    _Compiler,
-    _where,
+from .build import (
     check_toolchain,
     evaluator_unit,
     manifest_header,
     parse_targets,
+    write_package,
 )
-from .pool import Options, compile_here
+from .export import Exporter, entry_where
+from .pool import compile_here
 from .units import ExportedEntry, assemble, read_compiled, tasks_of, write_compiled
 
 
 def _settings(project: Path) -> Settings:
     return load_settings(project, environ={}) or Settings()
-
-
-def _compiler(project: Path, path: Path) -> _Compiler:
-    """A build's exporter for one step (targets are the step's own arguments)."""
-    s = _settings(project)
-    job = Job(
-        build_lib=str(path),
-        packages=[],
-        modules=[],
-        targets=[],
-        inductor_options=s.inductor_options,
-        strip=s.strip,
-        rule=s.rule,
-    )
-    return _Compiler(job)
 
 
 def _discover(project: Path, path: Path) -> list[AotEntry]:
@@ -77,7 +60,7 @@ def check_entries(project: Path, path: Path, expected: list[str], listed_in: str
         return sorted(found)
     lines = [f"{listed_in} differ from the project's @aot_entry functions:"]
     lines += [
-        f"  missing: {_where(found[k], path)}: add {json.dumps(k)} (else it ships without artifacts "
+        f"  missing: {entry_where(found[k], path)}: add {json.dumps(k)} (else it ships without artifacts "
         "and runs as Python on every user's machine)"
         for k in missing
     ]
@@ -93,11 +76,22 @@ def check_entries(project: Path, path: Path, expected: list[str], listed_in: str
     raise CompileError("\n".join(lines))
 
 
+def unsplittable(backend: str) -> str | None:
+    """Why entries of ``backend`` cannot be built as separate export and compile actions (it
+    compiles in the build process, or its output is not determined by the saved program), or
+    None when they can."""
+    caps = backends.capabilities(backends.find(backend))
+    if caps.in_process:
+        return "compiles in the build process (the Python function, not a saved program)"
+    if not caps.cacheable:
+        return "declares its output not determined by the saved program (cacheable=False)"
+    return None
+
+
 def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -> None:
     """Export the entry ``key`` ("module:qualname") for the devices of ``targets`` into ``out``."""
     module = key.partition(":")[0]
     devices = sorted({t.device for t in parse_targets(targets, "--targets")})
-    compiler = _compiler(project, path)
     sys.path.insert(0, str(path))
     found = [e for e in discover_entries([module], [package_root(module)], path) if e.key == key]
     if not found:
@@ -106,13 +100,21 @@ def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -
             "entries with: python -m aot_build entries PROJECT"
         )
     out.mkdir(parents=True, exist_ok=True)
-    compiler.programs = out
-    exported = compiler.export_entry(found[0], devices)
-    if compiler.unsaved:
+    exporter = Exporter(path, BuildConfig.from_settings(_settings(project), build_lib=path).backend, out)
+    where = entry_where(found[0], path)
+    backend = exporter.backend_of(found[0], where)
+    why = unsplittable(backend)
+    if why:
         raise CompileError(
-            f"{exported.where}: its rule ({exported.rule}) compiles the function in the build "
-            "process, or torch.export.save cannot save its program (see any note above); a "
-            "separate compile step needs a saved program. Build this package with python -m build"
+            f"{where}: its backend {backend} {why}, so it cannot be built as separate export and "
+            "compile actions. Build this package with python -m build, or give the entry a "
+            'backend that compiles saved programs (@aot_entry(backend="..."))'
+        )
+    exported = exporter.export_entry(found[0], devices)
+    if exporter.unsaved:
+        raise CompileError(
+            f"{exported.where}: torch.export.save cannot save its program (see the note above); "
+            "a separate compile step needs a saved program. Build this package with python -m build"
         )
     exported.write(out)
 
@@ -120,18 +122,12 @@ def export(project: Path, path: Path, key: str, targets: list[str], out: Path) -
 def compile_programs(project: Path, path: Path, exported_dir: Path, target: str, out: Path) -> None:
     """Compile the programs ``exported_dir`` holds for ``target`` into ``out``."""
     s = _settings(project)
-    check_toolchain(s.strip)
     exported = ExportedEntry.read(exported_dir)
+    check_toolchain(s.strip, [exported.backend])
     tasks = tasks_of([exported], parse_targets([target], "--target"))
     out.mkdir(parents=True, exist_ok=True)
-    opts = Options(
-        programs_dir=str(exported_dir),
-        out_dir=str(out),
-        inductor_options=s.inductor_options,
-        strip=s.strip,
-        build_lib=str(path),
-    )
-    write_compiled(out, compile_here(tasks, opts))
+    config = BuildConfig.from_settings(s, build_lib=path)
+    write_compiled(out, compile_here(tasks, config, exported_dir, out))
 
 
 def assemble_folders(
@@ -157,11 +153,7 @@ def assemble_folders(
             f"no compiled library for program {exc.args[0][0]} and target {exc.args[0][1]}: "
             "give assemble the compile output of every entry and target"
         ) from exc
-    for top, manifest in sorted(manifests.items()):
-        folder = _artifact_folder(out, top)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in manifest.files:
-            shutil.copyfile(where[name] / name, folder / name)
-        manifest.write(folder / MANIFEST_NAME)
+    for _, manifest in sorted(manifests.items()):
+        write_package(manifest, out, lambda name: where[name] / name)
     if evaluator is not None:
         evaluator.path.unlink()

@@ -21,15 +21,24 @@ from typing import Any
 
 import torch
 
-from ..constants import RULE_AOTI
-from ..manifest import Artifact, Entry, FileRecord, Manifest, entry_from_json, entry_to_json
-from ..rules import Built
+from ..backends import Built
+from ..constants import BACKEND_AOTI
+from ..manifest import (
+    ROLE_INFERENCE,
+    ROLES,
+    Artifact,
+    Entry,
+    FileRecord,
+    Manifest,
+    entry_from_json,
+    entry_to_json,
+)
 from ..targets import Target
 
 EXPORTED_NAME = "entry.json"
 COMPILED_NAME = "compiled.json"
 #: Stamped in both files; bumped when their layout changes.
-UNITS_VERSION = 2
+UNITS_VERSION = 3
 
 
 def _zeros(t: Any) -> Any:
@@ -67,18 +76,39 @@ def program_name(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:32] + ".pt2"
 
 
+@dataclass(frozen=True)
+class ProgramKey:
+    """Which of a variant's programs: its device and role (:data:`aot_build.manifest.ROLES`).
+    Written ``cpu`` (inference) or ``cpu/backward`` in :attr:`ExportedEntry.programs`."""
+
+    device: str
+    role: str = ROLE_INFERENCE
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES or "/" in self.device:
+            raise ValueError(f"program key: device {self.device!r}, role {self.role!r}")
+
+    def __str__(self) -> str:
+        return self.device if self.role == ROLE_INFERENCE else f"{self.device}/{self.role}"
+
+    @classmethod
+    def parse(cls, text: str) -> ProgramKey:
+        device, _, role = text.partition("/")
+        return cls(device, role or ROLE_INFERENCE)
+
+
 @dataclass
 class ExportedEntry:
     """What exporting one entry gives: its record, and per variant the program file of each
-    device (``programs[i]["cpu"]``)."""
+    device and role (``programs[i]["cpu"]``, keys :class:`ProgramKey`)."""
 
     package: str
     entry: Entry
     programs: list[dict[str, str]]
     #: "module:qualname (file:line)", for messages.
     where: str
-    #: The compile rule of every program of the entry.
-    rule: str = RULE_AOTI
+    #: The compile backend of every program of the entry.
+    backend: str = BACKEND_AOTI
 
     @property
     def key(self) -> str:
@@ -91,14 +121,16 @@ class ExportedEntry:
             "where": self.where,
             "entry": entry_to_json(self.entry),
             "programs": self.programs,
-            "rule": self.rule,
+            "backend": self.backend,
         }
         (folder / EXPORTED_NAME).write_text(json.dumps(body, indent=1, sort_keys=True), encoding="utf-8")
 
     @classmethod
     def read(cls, folder: Path) -> ExportedEntry:
         raw = _read_stamped(folder / EXPORTED_NAME)
-        return cls(raw["package"], entry_from_json(raw["entry"]), raw["programs"], raw["where"], raw["rule"])
+        return cls(
+            raw["package"], entry_from_json(raw["entry"]), raw["programs"], raw["where"], raw["backend"]
+        )
 
 
 @dataclass(frozen=True)
@@ -107,7 +139,7 @@ class Task:
 
     program: str
     target: str
-    rule: str
+    backend: str
     #: The first entry needing it and its module (imported when loading the program needs
     #: operators the package registers).
     where: str = field(compare=False)
@@ -118,11 +150,11 @@ class Task:
 
 @dataclass
 class Source:
-    """What a compile is given: the program and, for CALL rules (compiled in the build
-    process), the function with the variant's example arguments; see
-    :class:`aot_build.rules.CompileRequest`."""
+    """What a compile is given: the program (FLAT rules) or, for CALL rules (compiled in the
+    build process), the function with the variant's example arguments; see
+    :class:`aot_build.backends.ProgramRequest` and :class:`aot_build.backends.FunctionRequest`."""
 
-    program: torch.export.ExportedProgram
+    program: torch.export.ExportedProgram | None = None
     function: Any = None
     args: tuple[Any, ...] = ()
     dynamic_shapes: Any = None
@@ -139,11 +171,11 @@ class Compiled:
     sha256: str
     size: int
     isa: str
-    rule: str
-    rule_version: str
+    backend: str
+    backend_version: str
 
     @classmethod
-    def of(cls, task: Task, built: Built, rule_version: str) -> Compiled:
+    def of(cls, task: Task, built: Built, backend_version: str) -> Compiled:
         return cls(
             task.program,
             task.target,
@@ -151,8 +183,8 @@ class Compiled:
             built.sha256,
             built.size,
             built.isa,
-            task.rule,
-            rule_version,
+            task.backend,
+            backend_version,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -184,25 +216,26 @@ def tasks_of(exported: list[ExportedEntry], targets: list[Target]) -> list[Task]
     for ex in exported:
         module = ex.entry.module
         for variant, programs in zip(ex.entry.variants, ex.programs, strict=True):
-            pinned = ", ".join(f"{k}={v}" for k, v in variant.pinned.items())
-            label = ex.key + (f" ({pinned})" if pinned else "")
+            size_one = ", ".join(f"{k}={v}" for k, v in variant.size_one.items())
+            label = ex.key + (f" ({size_one})" if size_one else "")
             for t in targets:
                 for program, role in roles(programs, t.device):
-                    named = label if role == "inference" else f"{label} {role}"
+                    named = label if role == ROLE_INFERENCE else f"{label} {role}"
                     seen.setdefault(
-                        (program, t.name, ex.rule), Task(program, t.name, ex.rule, ex.where, module, named)
+                        (program, t.name, ex.backend),
+                        Task(program, t.name, ex.backend, ex.where, module, named),
                     )
     return list(seen.values())
 
 
 def roles(programs: dict[str, str], device: str) -> list[tuple[str, str]]:
-    """(program, role) of one device in a variant's programs (``cpu``: inference;
-    ``cpu/forward``, ``cpu/backward``: a training entry's), in a fixed order."""
+    """(program, role) of one device in a variant's programs (keyed by :class:`ProgramKey`),
+    in a fixed order."""
     out = []
-    for key, program in sorted(programs.items()):
-        d, _, role = key.partition("/")
-        if d == device:
-            out.append((program, role or "inference"))
+    for text, program in sorted(programs.items()):
+        key = ProgramKey.parse(text)
+        if key.device == device:
+            out.append((program, key.role))
     return out
 
 
@@ -216,7 +249,7 @@ def assemble(
     """Each package's manifest: the exported records with their artifacts filled in from
     ``compiled``, entries and files in sorted order. ``header`` gives the build-wide fields;
     ``evaluator``: the compiled guard evaluator every package ships."""
-    by_unit = {(c.program, c.target, c.rule): c for c in compiled}
+    by_unit = {(c.program, c.target, c.backend): c for c in compiled}
     manifests: dict[str, Manifest] = {}
     for ex in sorted(exported, key=lambda e: e.key):
         m = manifests.get(ex.package)
@@ -230,9 +263,11 @@ def assemble(
             artifacts = []
             for t in targets:
                 for program, role in roles(programs, t.device):
-                    c = by_unit[(program, t.name, ex.rule)]
+                    c = by_unit[(program, t.name, ex.backend)]
                     m.files[c.file] = FileRecord(c.sha256, c.size)
-                    artifacts.append(Artifact(t.name, t.device, c.rule, c.file, c.isa, c.rule_version, role))
+                    artifacts.append(
+                        Artifact(t.name, t.device, c.backend, c.file, c.isa, c.backend_version, role)
+                    )
             variants.append(replace(variant, artifacts=tuple(artifacts)))
         m.entries[ex.key] = replace(ex.entry, variants=tuple(variants))
     for m in manifests.values():

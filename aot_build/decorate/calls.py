@@ -1,7 +1,8 @@
-"""An entry's calling convention: every call, and every example-input set, is bound to the
+"""An entry's calling convention: every call, and every example-input set, is matched to the
 function's signature (``inspect.Signature.bind`` semantics, defaults applied) and becomes one
 canonical tuple with a value per parameter, in signature order. ``f(x)``, ``f(x, None)`` and
-``f(x, mask=None)`` are then the same call."""
+``f(x, mask=None)`` are then the same call. (*Binding*, in aot_build, is the shim's: an entry
+bound to its manifest.)"""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ _REQUIRED = inspect.Parameter.empty
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
-class CallBinder:
-    """Binds calls of one function to canonical tuples.
+class CallSignature:
+    """Turns calls of one function into canonical tuples.
 
     Args:
         fn: the entry's Python function.
@@ -42,7 +43,7 @@ class CallBinder:
             first -= 1
         self._first_default = first
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    def canonical(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
         """The canonical tuple of a call, or None when the call does not fit the signature
         (the Python function then runs and raises its own TypeError)."""
         n = len(args)
@@ -58,9 +59,9 @@ class CallBinder:
         bound.apply_defaults()
         return tuple(bound.arguments[name] for name in self.names)
 
-    def bind_example(self, example: tuple[Any, ...], where: str) -> tuple[Any, ...]:
+    def canonical_example(self, example: tuple[Any, ...], where: str) -> tuple[Any, ...]:
         """An example-input tuple (positional arguments) as a canonical tuple."""
-        canonical = self.bind(example, {})
+        canonical = self.canonical(example, {})
         if canonical is None:
             raise EntryError(
                 f"{where}: example_inputs gives {len(example)} positional value(s), but the "

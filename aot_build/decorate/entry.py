@@ -13,12 +13,13 @@ import os
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ..errors import EntryError
 from ..names import in_package
-from .calls import CallBinder
+from .calls import CallSignature
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,8 +54,8 @@ class AotEntry:
             for a list), with ``None`` in ``self``'s place for a method; or a zero-argument
             callable returning it (``torch.export.Dim`` imports sympy, ~0.4 s: a callable
             keeps that out of your package's import).
-        rule: the compile rule (``aoti``, ``dynamo``, or one installed in the
-            ``aot_build.rules`` entry point group); None: the project's ``rule`` setting.
+        backend: the compile backend (``aoti``, ``dynamo``, or one installed in the
+            ``aot_build.backends`` entry point group); None: the project's ``backend`` setting.
         backward: also compile the backward pass, so that calls with grad enabled run
             compiled and gradients flow to the inputs and weights.
     """
@@ -66,13 +67,14 @@ class AotEntry:
         fn: Callable[..., Any],
         example_inputs: ExampleInputs,
         dynamic_shapes: Any = None,
-        rule: str | None = None,
+        backend: str | None = None,
         backward: bool = False,
     ) -> None:
         where = _describe(fn)
-        if rule is not None and (not isinstance(rule, str) or not rule):
+        if backend is not None and (not isinstance(backend, str) or not backend):
             raise EntryError(
-                f'@aot_entry on {where}: rule must be a rule\'s name (e.g. rule="aoti"), got {rule!r}'
+                f"@aot_entry on {where}: backend must be a compile backend's name "
+                f'(e.g. backend="aoti"), got {backend!r}'
             )
         if not isinstance(backward, bool):
             raise EntryError(f"@aot_entry on {where}: backward must be True or False, got {backward!r}")
@@ -95,10 +97,11 @@ class AotEntry:
                 "for one input"
             )
         functools.update_wrapper(self, fn)
-        self.binder = CallBinder(fn, where)
+        #: Turns a call's arguments into one canonical tuple (one value per parameter).
+        self.call_signature = CallSignature(fn, where)
         self._example_inputs = example_inputs
         self._dynamic_shapes = dynamic_shapes
-        self.rule = rule
+        self.backend = backend
         self.backward = backward
         self._lock = threading.Lock()
         #: The class a method entry belongs to (set by ``__set_name__``); None for functions.
@@ -121,6 +124,11 @@ class AotEntry:
                     "Rename one of them"
                 )
             _REGISTRY[self.key] = self
+
+    @property
+    def rule(self) -> str | None:
+        """Deprecated alias of :attr:`backend` (aot-build 0.4.0)."""
+        return self.backend
 
     @property
     def key(self) -> str:
@@ -241,24 +249,27 @@ def aot_entry(
     *,
     example_inputs: ExampleInputs,
     dynamic_shapes: Any = None,
-    rule: str | None = None,
+    backend: str | None = None,
     backward: bool = False,
+    rule: str | None = None,
 ) -> F: ...
 @overload
 def aot_entry(
     *,
     example_inputs: ExampleInputs,
     dynamic_shapes: Any = None,
-    rule: str | None = None,
+    backend: str | None = None,
     backward: bool = False,
+    rule: str | None = None,
 ) -> Callable[[F], F]: ...
 def aot_entry(
     fn: Any = None,
     *,
     example_inputs: ExampleInputs,
     dynamic_shapes: Any = None,
-    rule: str | None = None,
+    backend: str | None = None,
     backward: bool = False,
+    rule: str | None = None,
 ) -> Any:
     """Mark a module-level function, or a method of an ``nn.Module`` subclass, for
     ahead-of-time compiling.
@@ -273,18 +284,32 @@ def aot_entry(
             ``{0: Dim("batch", min=1, max=64)}`` or a tuple per dimension; ``None`` for
             static arguments (and for ``self``). A list with one per input set when
             ``example_inputs`` is a list. May be a zero-argument callable returning it.
-        rule: the compile rule for this entry (``aoti``, ``dynamo``, or an installed
-            third-party rule); None: ``[tool.aot-build] rule`` (default ``aoti``).
+        backend: the compile backend for this entry (``aoti``, ``dynamo``, or an installed
+            third-party backend); None: ``[tool.aot-build] backend`` (default ``aoti``).
         backward: compile the backward pass too: calls with grad enabled run compiled and
             ``.backward()`` gives gradients for the inputs and the weights the entry reads.
+        rule: deprecated spelling of ``backend`` (a DeprecationWarning; giving both is an error).
 
     Returns:
         An :class:`AotEntry` that calls the compiled artifact when one fits the call, and the
         original function (``__wrapped__``) otherwise.
     """
 
+    if rule is not None:
+        if backend is not None:
+            raise EntryError(
+                f"@aot_entry at {_call_site()}: both backend={backend!r} and rule={rule!r} are "
+                "given; rule is the deprecated spelling of backend: keep only backend"
+            )
+        warnings.warn(
+            f"@aot_entry(rule=...) is deprecated: write backend={rule!r}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        backend = rule
+
     def wrap(f: Callable[..., Any]) -> AotEntry:
-        return AotEntry(f, example_inputs, dynamic_shapes, rule, backward)
+        return AotEntry(f, example_inputs, dynamic_shapes, backend, backward)
 
     return wrap if fn is None else wrap(fn)
 

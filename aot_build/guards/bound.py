@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..names import resolve as resolve_ref
+from ..names import import_ref
 from .checks import KINDS, MISSING, Check, problem
 from .paths import ObjPath, PathError, resolve, root_module
 from .tree import StateTree
@@ -122,7 +122,7 @@ class BoundState:
             cells = self.fn.__closure__ or ()
             return OP_CELL, cells[code.co_freevars.index(key[0])]
         try:
-            return OP_REF, resolve_ref(key[0])
+            return OP_REF, import_ref(key[0])
         except LookupError as exc:
             raise BindError(str(exc)) from exc
 

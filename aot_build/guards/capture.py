@@ -10,7 +10,7 @@ checks every such read on each call; a read that cannot be carried is refused he
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
 Dynamo is the source, not a complete one: three reads it does not guard are closed here, each
-with a test (tests/test_capture.py):
+with a test (tests/unit/test_guards.py):
 
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
   unset ``X``): the key's absence is guarded;
@@ -32,7 +32,7 @@ import torch
 
 from .. import values
 from ..errors import CompileError
-from ..names import resolve as resolve_ref
+from ..names import import_ref
 from .checks import Check, identity
 from .paths import ObjPath, PathError, resolve
 from .tree import TreeBuilder
@@ -537,7 +537,7 @@ class _Translator:
             if isinstance(found, types.ModuleType):
                 ref = f"{found.__name__}:{'.'.join(reversed(names))}"
                 try:
-                    return {"ref": ref} if names and resolve_ref(ref) is value else None
+                    return {"ref": ref} if names and import_ref(ref) is value else None
                 except LookupError:
                     return None
             if i == 0 or path.steps[i - 1][0] != "getattr":

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import values
-from ..names import qualified_name, resolve
+from ..names import import_ref, qualified_name
 
 #: A constant that no object is: what an identity that cannot be found again binds to.
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<not found>"})()
@@ -82,7 +82,7 @@ def _same_type(obj: Any, cls: Any) -> bool:
 
 def _class(expect: Any, found: Any) -> Any:
     try:
-        return resolve(str(expect))
+        return import_ref(str(expect))
     except LookupError:
         return MISSING
 
@@ -247,7 +247,7 @@ def identity(value: Any) -> dict[str, Any] | None:
     ref = qualified_name(value)
     if ref is not None:
         try:
-            if resolve(ref) is value:
+            if import_ref(ref) is value:
                 return {"ref": ref}
         except LookupError:
             pass
@@ -286,7 +286,7 @@ def bind_identity(expect: Any, found: Any) -> Any:
         raise ValueError(f"bad identity {expect!r}")
     if "ref" in expect:
         try:
-            return resolve(str(expect["ref"]))
+            return import_ref(str(expect["ref"]))
         except LookupError:
             return MISSING
     if "code" in expect:

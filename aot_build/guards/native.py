@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..rules import Built
+    from ..backends import Built
 
 SOURCE = Path(__file__).with_name("_evaluator.c")
 #: The module's name (its init function is ``PyInit__aot_guards``).
@@ -96,7 +96,7 @@ def build(
 
 def build_unit(out_dir: Path, **options: Any) -> Built:
     """:func:`build`, described as a build unit (for the manifest's file list)."""
-    from ..rules import Built
+    from ..backends import Built
 
     path = build(out_dir, **options)
     data = path.read_bytes()

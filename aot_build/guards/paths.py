@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .. import values
-from ..names import resolve as resolve_ref
+from ..names import import_ref
 
 #: Roots: ``(kind, *args)``.
 ROOTS = {
@@ -189,7 +189,7 @@ def root_module(name: str) -> Any:
     module = sys.modules.get(name)
     if module is None:
         try:
-            module = resolve_ref(f"{name}:")
+            module = import_ref(f"{name}:")
         except LookupError as exc:
             raise PathError(str(exc)) from exc
     return module
@@ -208,7 +208,7 @@ def root_object(root: tuple[str, ...], self_obj: Any = None, fn: Any = None) -> 
             raise PathError(f"{root[1]} has no global {root[2]!r}") from exc
     if kind == "ref":
         try:
-            return resolve_ref(root[1])
+            return import_ref(root[1])
         except LookupError as exc:
             raise PathError(str(exc)) from exc
     # closure

@@ -1,4 +1,5 @@
-"""Find a package's manifest and open its libraries, checking every file against its hash."""
+"""Find a package's manifest and its guard evaluator, checking every file against its hash
+(backends load their own files: :mod:`aot_build.backends`)."""
 
 from __future__ import annotations
 
@@ -75,13 +76,3 @@ def verify(path: Path, sha256: str) -> str | None:
     if hashlib.sha256(data).hexdigest() != sha256:
         return f"artifact {path.name} is damaged (sha256 differs from the manifest)"
     return None
-
-
-def open_library(path: Path, device: str) -> Any:
-    """dlopen an AOTInductor library for ``device`` (``cpu``, ``cuda:N``). No compiler, no
-    cache writes. A CUDA runner is bound to one device index: ``cuda:1`` inputs need their own."""
-    import torch
-
-    if device.startswith("cuda"):
-        return torch._C._aoti.AOTIModelContainerRunnerCuda(str(path), 1, device)  # type: ignore[attr-defined]
-    return torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1)  # type: ignore[attr-defined]

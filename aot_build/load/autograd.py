@@ -1,6 +1,6 @@
 """Run time of training entries: a forward library and a backward library joined by a
-``torch.autograd.Function`` (see :mod:`aot_build.compile.joint` for how they are built and
-for the metadata).
+``torch.autograd.Function`` (see :mod:`aot_build.compile.joint` for how they are built, and
+:class:`aot_build.manifest.TrainingRecord` for the record that connects them).
 
 The returned outputs carry a ``grad_fn``; ``backward()`` runs the backward library and hands
 each flat input that requires grad (arguments and weights alike) its gradient. Nothing here
@@ -14,35 +14,23 @@ from typing import Any
 
 import torch
 
+from ..manifest import TrainingRecord
+
 Program = Callable[[list[torch.Tensor]], Sequence[torch.Tensor]]
-
-#: Training metadata versions this runtime reads (2: inputs updated in place, see joint.py).
-SUPPORTED_META_VERSIONS = (1, 2)
-
-
-class TrainingMetaError(ValueError):
-    """The metadata does not describe a training artifact this runtime understands."""
 
 
 class _Plan:
-    """The metadata, checked and turned into indices once."""
+    """The training record turned into indices once."""
 
-    def __init__(self, meta: dict[str, Any]) -> None:
-        if meta.get("version") not in SUPPORTED_META_VERSIONS:
-            raise TrainingMetaError(
-                f"training metadata version {meta.get('version')!r}; this aot_build reads "
-                f"versions {', '.join(map(str, SUPPORTED_META_VERSIONS))}"
-            )
-        self.num_inputs = int(meta["num_inputs"])
-        self.num_outputs = int(meta["num_outputs"])
-        self.num_saved = int(meta["num_saved"])
-        self.differentiable = [bool(d) for d in meta["differentiable_outputs"]]
-        self.grad_inputs = [int(i) for i in meta["grad_inputs"]]
-        self.compiled_grad = set(self.grad_inputs) | {int(i) for i in meta.get("absent_grads", [])}
+    def __init__(self, record: TrainingRecord) -> None:
+        self.num_inputs = record.num_inputs
+        self.num_outputs = record.num_outputs
+        self.num_saved = record.num_saved
+        self.differentiable = list(record.differentiable_outputs)
+        self.grad_inputs = list(record.grad_inputs)
+        self.compiled_grad = set(record.grad_inputs) | set(record.absent_grads)
         #: Inputs updated in place: the forward library returns their new values first.
-        self.mutated = [int(i) for i in meta.get("mutated", [])]
-        if len(self.differentiable) != self.num_outputs:
-            raise TrainingMetaError("differentiable_outputs does not have one flag per output")
+        self.mutated = list(record.mutated)
 
 
 def _contiguous(t: torch.Tensor) -> torch.Tensor:
@@ -139,10 +127,10 @@ class _Call:
 
 
 def training_call(
-    fwd: Program, bwd: Program, meta: dict[str, Any]
+    fwd: Program, bwd: Program, record: TrainingRecord
 ) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]:
     """Join a forward and a backward library (their ``run``) into one differentiable call on
     the flat inputs (arguments, then weights); returns the user outputs, which carry a
-    ``grad_fn`` when grad mode is on and some input requires grad. ``meta``: the metadata
-    :func:`aot_build.compile.joint.export_joint` wrote."""
-    return _Call(fwd, bwd, _Plan(meta))
+    ``grad_fn`` when grad mode is on and some input requires grad. ``record``: the variant's
+    training record (:func:`aot_build.compile.joint.export_joint` made it)."""
+    return _Call(fwd, bwd, _Plan(record))

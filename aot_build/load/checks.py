@@ -47,7 +47,10 @@ class Failure:
     explain: Callable[..., str]
 
 
-class _Source:
+class _CheckWriter:
+    """The generated check function being written: its lines, the constants they read
+    (``K[i]``) and the failures they return (by index)."""
+
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.consts: list[Any] = []
@@ -85,7 +88,7 @@ class CheckBuilder:
     Args:
         variant: the manifest record.
         cuda: whether the variant has CUDA artifacts.
-        size_one: symbols some other variant serves at size 1.
+        size_one_symbols: symbols a size-one variant of the same input set serves at 1.
         trains: the variant has training artifacts: tensors requiring grad are its to serve.
         mutated: the tensors the artifact writes in place (indices among the argument tensors,
             then the weights): each one requiring grad in grad mode fails a check of its own.
@@ -95,7 +98,7 @@ class CheckBuilder:
         self,
         variant: Variant,
         cuda: bool,
-        size_one: frozenset[str] = frozenset(),
+        size_one_symbols: frozenset[str] = frozenset(),
         trains: bool = False,
         mutated: tuple[int, ...] = (),
     ) -> None:
@@ -103,8 +106,8 @@ class CheckBuilder:
         self.cuda = cuda
         self.trains = trains
         self.mutated = mutated
-        self.size_one = size_one
-        self.src = _Source()
+        self.size_one_symbols = size_one_symbols
+        self.src = _CheckWriter()
 
     # ------------------------------------------------------------------ arguments
 
@@ -221,7 +224,7 @@ class CheckBuilder:
         sym, mul, add = (d, 1, 0) if isinstance(d, str) else (d["sym"], d["mul"], d["add"])
         lo, hi = self.v.symbols.get(sym, (0, UNBOUNDED))
         rng = f"{lo}..{hi if hi < UNBOUNDED else 'inf'}" + (
-            " (and 1, by its own artifact)" if sym in self.size_one else ""
+            " (and 1, by its own artifact)" if sym in self.size_one_symbols else ""
         )
         if sym in syms:
             src.require(
@@ -281,7 +284,7 @@ class CheckBuilder:
         return Check(self.v, code, src.consts, src.failures, len(tensors))
 
 
-def _lit(value: Any, src: _Source) -> str:
+def _lit(value: Any, src: _CheckWriter) -> str:
     """Source text for a plain constant: a Python literal where ``repr`` gives one that
     evaluates back to an equal value of the same type (never code), else a constant slot."""
     kind = type(value)

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import rules, trees, values
+from .. import backends, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..guards.bound import BindError, BoundState
 from ..guards.weights import Held, WeightCache
-from ..manifest import Artifact, Manifest, Variant
+from ..manifest import ROLE_BACKWARD, ROLE_FORWARD, ROLE_GRAD, ROLE_INFERENCE, Artifact, Manifest, Variant
 from ..names import package_root
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, evaluator_for, manifest_for, verify
@@ -100,45 +100,45 @@ _VERIFIED: dict[str, str | None] = {}
 _RUNNERS_LOCK = threading.Lock()
 
 
-_NO_RULE: dict[tuple[str, str], Miss] = {}
+_NO_BACKEND: dict[tuple[str, str], Miss] = {}
 
 
-def _rule(art: Artifact) -> rules.Rule:
-    """The installed rule that loads ``art``; Miss when it is missing or of another version
-    (remembered: looking for an uninstalled rule reads every distribution's entry points)."""
-    refused = _NO_RULE.get((art.rule, art.rule_version))
+def _backend(art: Artifact) -> backends.Backend:
+    """The installed backend that loads ``art``; Miss when it is missing or of another version
+    (remembered: looking for an uninstalled backend reads every distribution's entry points)."""
+    refused = _NO_BACKEND.get((art.backend, art.backend_version))
     if refused is not None:
         raise refused
     try:
-        return _find_rule(art)
+        return _find_backend(art)
     except Miss as miss:
-        _NO_RULE[(art.rule, art.rule_version)] = miss
+        _NO_BACKEND[(art.backend, art.backend_version)] = miss
         raise
 
 
-def _find_rule(art: Artifact) -> rules.Rule:
+def _find_backend(art: Artifact) -> backends.Backend:
     try:
-        rule = rules.find(art.rule)
-    except (rules.UnknownRule, TypeError) as exc:
+        backend = backends.find(art.backend)
+    except (backends.UnknownBackend, TypeError) as exc:
         raise Miss(
-            "rule",
-            f"its artifact {art.file} was built by compile rule {art.rule!r}: {exc}",
-            f"rule {art.rule}",
+            "backend",
+            f"its artifact {art.file} was built by compile backend {art.backend!r}: {exc}",
+            f"backend {art.backend}",
         ) from exc
-    if rule.version != art.rule_version:
+    if backend.version != art.backend_version:
         raise Miss(
-            "rule",
-            f"its artifact {art.file} was built by compile rule {art.rule!r} version "
-            f"{art.rule_version}, this environment has version {rule.version}; install the "
-            "rule's release the wheel was built with, or rebuild the wheel",
-            f"rule {art.rule}",
+            "backend",
+            f"its artifact {art.file} was built by compile backend {art.backend!r} version "
+            f"{art.backend_version}, this environment has version {backend.version}; install the "
+            "backend's release the wheel was built with, or rebuild the wheel",
+            f"backend {art.backend}",
         )
-    return rule
+    return backend
 
 
 def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.device, function: Any) -> Any:
-    """The callable for ``art`` on ``device`` in its rule's calling convention: verified and
-    loaded by its rule once per process."""
+    """The callable for ``art`` on ``device`` in its backend's calling convention: verified and
+    loaded by its backend once per process."""
     path = folder / art.file
     key = (str(path), str(device))
     r = _RUNNERS.get(key)
@@ -155,7 +155,7 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
             except MemoryError as exc:  # not remembered: the next call tries again
                 raise Miss(
                     "artifact",
-                    f"cannot load {art.file} (rule {art.rule}): out of memory while verifying it",
+                    f"cannot load {art.file} (backend {art.backend}): out of memory while verifying it",
                     f"artifact {art.file}",
                 ) from exc
             _VERIFIED[str(path)] = checked
@@ -165,16 +165,16 @@ def _runner(folder: Path, art: Artifact, manifest: Manifest, device: torch.devic
         failed = _LOAD_FAILED.get(key)
         if failed is not None:  # loading again would fail again, and may take seconds
             raise failed
-        rule = _rule(art)
+        backend = _backend(art)
         try:
-            r = rule.load(path, str(device), function)
-        except Exception as exc:  # a library the platform refuses, a rule that cannot load
+            r = backend.load(path, str(device), function)
+        except Exception as exc:  # a library the platform refuses, a backend that cannot load
             miss = Miss(
                 "artifact",
-                f"cannot load {art.file} (rule {art.rule}): {type(exc).__name__}: {exc}",
+                f"cannot load {art.file} (backend {art.backend}): {type(exc).__name__}: {exc}",
                 f"artifact {art.file}",
             )
-            if isinstance(exc, rules.Unloadable):
+            if isinstance(exc, backends.Unloadable):
                 _LOAD_FAILED[key] = miss
             # else (out of memory, say) the next call tries again
             raise miss from exc
@@ -190,7 +190,7 @@ class _VariantRunner:
         variant: Variant,
         folder: Path,
         manifest: Manifest,
-        size_one: frozenset[str],
+        size_one_symbols: frozenset[str],
         function: Any,
         native: Any = None,
     ) -> None:
@@ -200,17 +200,17 @@ class _VariantRunner:
         self.function = function
         self.native = native
         self.by_device: dict[str, list[tuple[Target, Artifact]]] = {}
-        #: A training entry's artifacts by (target, role): "forward", "backward".
+        #: A training entry's artifacts by (target, role): "forward", "backward", "grad".
         self.by_role: dict[tuple[str, str], Artifact] = {}
         for a in variant.artifacts:
-            if a.role == "inference":
+            if a.role == ROLE_INFERENCE:
                 self.by_device.setdefault(a.device, []).append((parse_target(a.target, manifest.machine), a))
             else:
                 self.by_role[(a.target, a.role)] = a
         self.trains = bool(self.by_role)
-        #: The rules' calling convention (one rule builds all of an entry's artifacts).
+        #: The backend's calling convention (one backend builds all of an entry's artifacts).
         self.convention = _convention(variant)
-        self._size_one = size_one
+        self._size_one_symbols = size_one_symbols
         self.n_tensors = sum(lf.tensor is not None for lf in variant.leaves)
         #: What a call's leaves must give to reach this variant: (dtype, rank) or the value.
         self.dispatch_key = tuple(
@@ -275,7 +275,7 @@ class _VariantRunner:
         """Generated on first use: most calls of an entry meet one variant only."""
         try:
             return CheckBuilder(
-                self.variant, "cuda" in self.by_device, self._size_one, self.trains, self.mutated
+                self.variant, "cuda" in self.by_device, self._size_one_symbols, self.trains, self.mutated
             ).build()
         except Exception as exc:  # a record the generator cannot use: fall back, never crash
             return RefusingCheck(f"cannot use its manifest record: {type(exc).__name__}: {exc}")
@@ -354,15 +354,16 @@ class _VariantRunner:
 
     def trainer(self, device: torch.device) -> Any:
         """What runs a call with gradients: the forward and backward libraries of the
-        inference pick's target joined by autograd (flat rules), or the rule's own
-        grad-enabled callable (call rules)."""
+        inference pick's target joined by autograd (flat backends), or the backend's own
+        grad-enabled callable (call backends)."""
         target = self.pick(device).target
-        forward = self.by_role.get((target, "forward"))
-        backward = self.by_role.get((target, "backward"))
-        if forward is None or (self.convention == rules.FLAT and backward is None):
+        call = self.convention == backends.CALL
+        forward = self.by_role.get((target, ROLE_GRAD if call else ROLE_FORWARD))
+        backward = self.by_role.get((target, ROLE_BACKWARD))
+        if forward is None or (self.convention == backends.FLAT and backward is None):
             raise Miss("autograd", f"no training artifact for target {target} (the manifest lists none)")
         fwd = _runner(self.folder, forward, self.manifest, device, self.function)
-        if self.convention == rules.CALL:
+        if self.convention == backends.CALL:
             return fwd
         assert backward is not None
         key = (forward.file, backward.file, str(device))
@@ -371,8 +372,11 @@ class _VariantRunner:
             from .autograd import training_call
 
             bwd = _runner(self.folder, backward, self.manifest, device, self.function)
+            record = self.variant.training
+            if record is None:
+                raise Miss("manifest", "cannot use its training record: the manifest has none", "training")
             try:
-                joined = _TRAINERS[key] = training_call(fwd, bwd, self.variant.training)
+                joined = _TRAINERS[key] = training_call(fwd, bwd, record)
             except Exception as exc:  # a record the runtime cannot use: fall back, never crash
                 raise Miss("manifest", f"cannot use its training record: {exc}", "training") from exc
         return joined
@@ -398,7 +402,7 @@ class _VariantRunner:
         kwargs: dict[str, Any],
     ) -> Any:
         """The result of a call whose argument check gave ``r`` and whose weights are ``held``;
-        ``args``/``kwargs`` as the caller passed them (for CALL rules)."""
+        ``args``/``kwargs`` as the caller passed them (for CALL backends)."""
         device = r[0].device if self.n_tensors and not r[0].is_cpu else _CPU
         r = r + held.tensors
         if self.mutated:
@@ -417,7 +421,7 @@ class _VariantRunner:
         else:
             runner = self.runner(device)
         try:
-            if self.convention == rules.CALL:
+            if self.convention == backends.CALL:
                 if grad:
                     return runner(*args, **kwargs)
                 with torch.no_grad():  # checked: nothing requires grad; built for no-grad calls
@@ -425,9 +429,11 @@ class _VariantRunner:
             out = runner(r)
             if self.mutated:  # written by the library, unseen by autograd: as eager's in-place ops
                 _increment_version(tuple(r[i] for i in self.mutated))
-        except rules.Refused as exc:
-            rule = self.variant.artifacts[0].rule
-            raise Miss("rule", f"rule {rule} refused the call: {exc}", f"rule {rule} refused") from exc
+        except backends.Refused as exc:
+            backend = self.variant.artifacts[0].backend
+            raise Miss(
+                "backend", f"backend {backend} refused the call: {exc}", f"backend {backend} refused"
+            ) from exc
         except Exception as exc:
             raise Miss(
                 "artifact", f"the library failed: {type(exc).__name__}: {exc}", "library error"
@@ -514,14 +520,14 @@ _TRAINERS: dict[tuple[str, str, str], Any] = {}
 
 
 def _convention(variant: Variant) -> str:
-    """The calling convention of the variant's rule; FLAT when the rule is not installed
+    """The calling convention of the variant's backend; FLAT when it is not installed
     (its artifacts are refused when loaded, with the reason)."""
     if not variant.artifacts:
-        return rules.FLAT
+        return backends.FLAT
     try:
-        return rules.find(variant.artifacts[0].rule).convention
-    except (rules.UnknownRule, TypeError):
-        return rules.FLAT
+        return backends.find(variant.artifacts[0].backend).convention
+    except (backends.UnknownBackend, TypeError):
+        return backends.FLAT
 
 
 _AUTOGRAD_WEIGHTS = (
@@ -580,9 +586,9 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
     folder = artifact_dir(top)
     assert folder is not None
     try:
-        size_one: dict[int, frozenset[str]] = {}
+        size_one: dict[int, frozenset[str]] = {}  # per input set: symbols with a size-one variant
         for v in record.variants:
-            size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.pinned)
+            size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.size_one)
         variants = [
             _VariantRunner(v, folder, manifest, size_one[v.input_set], fn, evaluator_for(top, manifest))
             for v in record.variants
@@ -604,16 +610,16 @@ class _Bound:
         self, entry: AotEntry, variants: list[_VariantRunner], fallback: _Fallback, default_dtype: torch.dtype
     ) -> None:
         self.fn = entry.__wrapped__
-        self.binder = entry.binder
+        self.call_signature = entry.call_signature
         self.method = entry.is_method
         self.variants = variants
         self.fallback = fallback
         self.default_dtype = default_dtype
         # Variants by argument structure, then by (dtype and rank, or plain value) per leaf; within a
         # bucket the dynamic variant first (its range starts at 2, so a size-1 call fails it
-        # at once and goes on to the size-1 variants).
+        # at once and goes on to the size-one variants).
         self.structures: list[_Structure] = []
-        for v in sorted(variants, key=lambda v: len(v.variant.pinned)):
+        for v in sorted(variants, key=lambda v: len(v.variant.size_one)):
             spec = trees.decode(v.variant.inputs)
             found = next((st for st in self.structures if st.spec == spec), None)
             if found is None:
@@ -671,7 +677,7 @@ class _Bound:
                 args,
                 kwargs,
             )
-        canonical = self.binder.bind(args, kwargs)
+        canonical = self.call_signature.canonical(args, kwargs)
         if canonical is None:
             return self.fn(*args, **kwargs)  # the function raises its own TypeError
         self_obj = canonical[0] if self.method else None

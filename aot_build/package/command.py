@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -14,16 +13,18 @@ from typing import ClassVar
 from setuptools import Command
 from setuptools.errors import SetupError
 
-from ..compile.toolchain import parse_floor
+from .. import backends
+from ..build_config import BuildConfig
 from ..constants import ARTIFACT_DIR, ENV_MANYLINUX, ENV_PREBUILT, MANIFEST_NAME
 from ..discover import list_modules
 from ..errors import ConfigError, ManifestError
 from ..load.artifacts import verify
 from ..manifest import Manifest
-from ..settings import Settings, cache_dir, parse_jobs, parse_size
+from ..native.elf import ElfError, read_dynamic
+from ..native.platform_tag import PlatformTagError, floor_tag, torch_provided_libs
+from ..settings import Settings, cache_dir, parse_jobs
 from ..targets import machine
-from .elf import ElfError, read_dynamic
-from .platform_tag import PlatformTagError, floor_tag, torch_provided_libs
+from ..toolchain import parse_floor
 
 
 def checked_prebuilt(folder: Path) -> Path:
@@ -59,16 +60,41 @@ def wheel_platform(libs: list[Path], floor: str = "host") -> str:
         raise SetupError(f"aot-build: cannot tag the wheel: {exc}; no wheel was written") from exc
 
 
+def native_files(manifest: Manifest) -> set[str]:
+    """The files of ``manifest`` that are native code: its guard evaluator and the artifacts
+    of backends that declare so (:attr:`aot_build.backends.Capabilities.native`)."""
+    found = {manifest.evaluator} if manifest.evaluator else set()
+    for entry in manifest.entries.values():
+        for variant in entry.variants:
+            for a in variant.artifacts:
+                try:
+                    native = backends.capabilities(backends.find(a.backend)).native
+                except (backends.UnknownBackend, TypeError) as exc:
+                    raise SetupError(f"aot-build: cannot tag the wheel: {exc}; no wheel was written") from exc
+                if native:
+                    found.add(a.file)
+    return found
+
+
 def artifacts_platform(build_lib: Path, floor: str = "host") -> str | None:
-    """The wheel's platform tag from the artifacts under ``build_lib``: its libraries'
-    (:func:`wheel_platform` with ``floor``); for artifacts that are no library (the dynamo
-    rule's C++ source, a third-party rule's files) the oldest manylinux policy of this
-    architecture (they are tied to the architecture and the interpreter, not to a glibc);
+    """The wheel's platform tag from the artifacts under ``build_lib`` (each package's
+    manifest says which files are native code, :func:`native_files`): the native files'
+    (:func:`wheel_platform` with ``floor``); for artifacts that are all of other backends (the
+    dynamo backend's C++ source, a third-party backend's files) the oldest manylinux policy of
+    this architecture (they are tied to the architecture and the interpreter, not to a glibc);
     None when it ships no artifact."""
-    libs = sorted(build_lib.rglob(f"{ARTIFACT_DIR}/*.so"))
-    if libs:
-        return wheel_platform(libs, floor)
-    others = [p for p in build_lib.rglob(f"{ARTIFACT_DIR}/*") if p.name != MANIFEST_NAME]
+    native: list[Path] = []
+    others = False
+    for path in sorted(build_lib.rglob(f"{ARTIFACT_DIR}/{MANIFEST_NAME}")):
+        try:
+            manifest = Manifest.read(path)
+        except ManifestError as exc:
+            raise SetupError(f"aot-build: cannot tag the wheel: {exc}; no wheel was written") from exc
+        names = native_files(manifest)
+        native += [path.parent / name for name in sorted(names)]
+        others = others or bool(set(manifest.files) - names)
+    if native:
+        return wheel_platform(native, floor)
     return f"manylinux_2_17_{machine()}" if others else None
 
 
@@ -158,27 +184,22 @@ class build_aot(Command):
         staging: Path,
     ) -> None:
         """Run the compile child process (see aot_build.compile.driver) into ``staging``."""
-        job = {
-            "build_lib": str(build_lib),
-            "packages": packages,
-            "modules": modules,
-            "targets": targets,
-            "optional_targets": self.settings.optional_targets,
-            "inductor_options": self.settings.inductor_options,
-            "strip": self.settings.strip,
-            "out_dir": str(staging),
-            "cache_dir": str(cache or ""),
-            "cache_max_bytes": parse_size(self.settings.cache_max_size) or 0,
-            "jobs": jobs,
-            "progress": self.settings.progress,
-            "rule": self.settings.rule,
-        }
-        config = staging.parent / "job.json"
-        config.write_text(json.dumps(job))
+        config = BuildConfig.from_settings(
+            self.settings,
+            build_lib=build_lib,
+            packages=packages,
+            modules=modules,
+            targets=targets,
+            jobs=jobs,
+            cache_dir=cache,
+            out_dir=staging,
+        )
+        path = staging.parent / "job.json"
+        config.write(path)
         # the floor reaches the compile wrapper (and the build cache's key) as its variable
         env = {**os.environ, ENV_MANYLINUX: self.settings.manylinux}
         proc = subprocess.run(
-            [sys.executable, "-m", "aot_build.compile", str(config)], cwd=staging.parent, env=env
+            [sys.executable, "-m", "aot_build.compile", str(path)], cwd=staging.parent, env=env
         )
         if proc.returncode != 0:
             raise SetupError(

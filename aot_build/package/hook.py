@@ -96,7 +96,7 @@ def finalize(dist: Any) -> None:
     # Dynamic dependencies (or a setup.py-only project): setuptools fills install_requires
     # after this hook, so the pins are added when it finalises requirements. A private
     # method: no public hook runs between install_requires being filled (from setup.py or
-    # setup.cfg) and the metadata being written. tests/test_hook.py
+    # setup.cfg) and the metadata being written. tests/unit/test_hook.py
     # (test_setuptools_still_finalizes_requires_after_the_hooks) fails if setuptools changes it.
     original = dist._finalize_requires
 

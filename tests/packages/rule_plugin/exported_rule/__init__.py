@@ -1,4 +1,4 @@
-"""A compile rule from another distribution, registered in the ``aot_build.rules`` entry
+"""A compile backend from another distribution, registered in the ``aot_build.backends`` entry
 point group: it ships the lifted program as ``torch.export.save`` wrote it and runs it with
 ``torch.export.load(...).module()`` (no Inductor, no compiler, at build or run time)."""
 
@@ -15,7 +15,7 @@ from torch.utils import _pytree as pytree
 
 from aot_build.rules import FLAT, Built, CompileRequest
 
-#: Files this process loaded (the test asserts the rule, not the fallback, served calls).
+#: Files this process loaded (the test asserts the backend, not the fallback, served calls).
 LOADED: list[str] = []
 
 

@@ -1,4 +1,4 @@
-"""Entries built by a third-party rule (the project's ``rule``) and by ``aoti`` (per entry)."""
+"""Entries built by a third-party backend (the project's ``backend``) and by ``aoti`` (per entry)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ def _batch() -> dict[int, object]:
 
 @aot_entry(example_inputs=_examples, dynamic_shapes=lambda: (_batch(),))
 def head(x: torch.Tensor) -> torch.Tensor:
-    """Built by the project's rule, ``exported``."""
+    """Built by the project's backend, ``exported``."""
     return MODEL(x).softmax(-1)
 
 
-@aot_entry(example_inputs=_examples, rule="aoti")
+@aot_entry(example_inputs=_examples, backend="aoti")
 def scores(x: torch.Tensor) -> torch.Tensor:
-    """Built by ``aoti`` whatever the project's rule."""
+    """Built by ``aoti`` whatever the project's backend."""
     return MODEL(x).amax(-1)

@@ -47,18 +47,18 @@ def _rows() -> tuple[dict[int, object]]:
     return ({0: torch.export.Dim("rows", min=2, max=64)},)
 
 
-@aot_entry(example_inputs=lambda: (torch.randn(8, 16),), dynamic_shapes=_rows, rule="dynamo")
+@aot_entry(example_inputs=lambda: (torch.randn(8, 16),), dynamic_shapes=_rows, backend="dynamo")
 def embed(x: torch.Tensor) -> torch.Tensor:
-    """Built by the ``dynamo`` rule (upstream precompile): loading it needs a C++ compiler."""
+    """Built by the ``dynamo`` backend (upstream precompile): loading it needs a C++ compiler."""
     return ENCODER(x).tanh()
 
 
 @aot_entry(
     example_inputs=lambda: (torch.randn(8, 16), torch.randint(0, 5, (8,))),
     dynamic_shapes=_batch,
-    rule="dynamo",
+    backend="dynamo",
     backward=True,
 )
 def dynamo_loss(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """A training entry built by the ``dynamo`` rule (gradients for the encoder's weights)."""
+    """A training entry built by the ``dynamo`` backend (gradients for the encoder's weights)."""
     return F.cross_entropy(ENCODER(x), target)
