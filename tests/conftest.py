@@ -30,6 +30,7 @@ from helpers import (
     run,
 )
 
+from aot_build.backends.aoti import PRECOMPILE_HEADERS
 from aot_build.build_config import BuildConfig
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
@@ -53,15 +54,18 @@ GROUPS = {
     "test_concurrency.py": "compiled",
 }
 #: The costly per-worker fixtures, and the group of the tests that may use them.
-GROUPED = {"fresh_venv": "example_dists", "cold_wheel": "cold_wheels", "compiled": "compiled"}
+GROUPED = {"fresh_venv": "example_dists", "compiled": "compiled"}
 #: Groups by cost (seconds on the 2-core CI machine, from the last full run's durations), the
 #: costliest handed out first; any other test file is a group of its own.
 GROUP_COST = {
-    "example_dists": 870,  # example_pkg's second cold build (via its sdist), the installed checks
-    "cold_wheels": 850,  # the first cold build, Bazel's, the one-entry rebuild
-    "test_signatures_e2e.py": 760,
+    # the cold build (two compile workers; example_dists waits for it), Bazel's, the one-entry rebuild
+    "cold_wheels": 650,
+    # example_pkg's wheel from its sdist (from the cold build's cache), the installed checks
+    "example_dists": 600,
+    "test_signatures_e2e.py": 600,
     "compiled": 330,
     "test_inplace_e2e.py": 300,
+    "test_hf_e2e.py": 250,
     "test_training_e2e.py": 250,
     "test_targets_e2e.py": 190,
     "test_joint.py": 170,
@@ -129,12 +133,17 @@ def stale(key: str) -> bool:
     return file.startswith("test_") and not [*here.glob(file), *here.glob(f"*/{file}")]
 
 
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """The folder ``name`` common to the run's xdist workers (:func:`shared_once` makes it)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+
+
 def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
     """``make(folder)`` once for the whole test run, even across xdist workers (a file lock
     in their common temporary folder); the folder after it is made."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = root / name
+    folder = shared_folder(tmp_path_factory, name)
+    root = folder.parent
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / ".done").exists():
@@ -259,6 +268,9 @@ def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> 
         modules=list_modules(build_lib, [PKG], []),
         targets=list(SHIM_CPU_TARGETS),
         out_dir=str(staging),
+        # headers precompiled although each worker compiles one program per target (the
+        # project's say wins): test_workers checks that they leave nothing in TMPDIR
+        inductor_options={PRECOMPILE_HEADERS: True},
     )
     config = tmp / "job.json"
     config.write_text(json.dumps(job.to_json()), encoding="utf-8")
@@ -354,35 +366,59 @@ def cold_build(
     return BuiltDists(sdists[0] if sdists else None, wheel, proc.stdout + proc.stderr)
 
 
-@pytest.fixture(scope="session")
-def cold_wheel(e2e_dir: Path, aot_build_wheel: Path) -> BuiltDists:
-    """A cold build (:func:`cold_build`) of example_pkg from its source folder, with empty
-    aot-build and Inductor caches (so everything compiles, in two workers)."""
-    copy_project(EXAMPLE_PROJECT, e2e_dir / "cold-a" / "example_pkg")
-    return cold_build(e2e_dir / "cold-a", aot_build_wheel, "inductor-cache", jobs="2")
-
-
-@pytest.fixture(scope="session")
-def example_dists(tmp_path_factory: pytest.TempPathFactory, aot_build_wheel: Path) -> BuiltDists:
-    """example_pkg's sdist and wheel, the wheel from the sdist as users build it; a cold build
-    (:func:`cold_build`, another folder than :func:`cold_wheel`'s), made once for the whole run
-    (:func:`shared_once`: the tests of two groups use it)."""
+def _shared_build(
+    tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], BuiltDists]
+) -> BuiltDists:
+    """``build(root)`` of example_pkg copied into ``root/example_pkg`` (:func:`cold_build`),
+    made once for the whole run (:func:`shared_once`) in the common folder ``name``."""
 
     def make(root: Path) -> None:
         copy_project(EXAMPLE_PROJECT, root / "example_pkg")
-        dists = cold_build(root, aot_build_wheel, "inductor-cache", jobs="2", via_sdist=True)
-        (root / "build.log").write_text(dists.log, encoding="utf-8")
+        (root / "build.log").write_text(build(root).log, encoding="utf-8")
 
-    root = shared_once(tmp_path_factory, "cold-b", make)
-    (sdist,) = (root / "dist-inductor-cache").glob("*.tar.gz")
-    (wheel,) = (root / "dist-inductor-cache").glob("*.whl")
-    return BuiltDists(sdist, wheel, (root / "build.log").read_text(encoding="utf-8"))
+    root = shared_once(tmp_path_factory, name, make)
+    out = root / "dist-inductor-cache"
+    sdists = list(out.glob("*.tar.gz"))
+    (wheel,) = out.glob("*.whl")
+    return BuiltDists(sdists[0] if sdists else None, wheel, (root / "build.log").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def cold_wheel(tmp_path_factory: pytest.TempPathFactory, aot_build_wheel: Path) -> BuiltDists:
+    """The cold build (:func:`cold_build`) of example_pkg from its source folder, with empty
+    aot-build and Inductor caches (so everything compiles, in two workers); made once for the
+    whole run (its build cache warms :func:`example_dists`'s). Its folder is read-only to
+    tests: one that edits the project copies it (``cold_root``)."""
+    return _shared_build(
+        tmp_path_factory, "cold-a", lambda root: cold_build(root, aot_build_wheel, "inductor-cache", jobs="2")
+    )
+
+
+def cold_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of :func:`cold_wheel` (its project copy and its build cache), once built."""
+    return shared_folder(tmp_path_factory, "cold-a")
+
+
+@pytest.fixture(scope="session")
+def example_dists(
+    tmp_path_factory: pytest.TempPathFactory, aot_build_wheel: Path, cold_wheel: BuiltDists
+) -> BuiltDists:
+    """example_pkg's sdist and wheel, the wheel from the sdist as users build it, in other
+    folders and build environments than :func:`cold_wheel`'s, from a copy of its build cache:
+    every program a cache hit (the cold builds that must compile are :func:`cold_wheel` and
+    test_bazel's). Made once for the whole run (:func:`shared_once`: two groups use it)."""
+
+    def build(root: Path) -> BuiltDists:
+        shutil.copytree(cold_root(tmp_path_factory) / "aot-build-cache", root / "aot-build-cache")
+        return cold_build(root, aot_build_wheel, "inductor-cache", via_sdist=True)
+
+    return _shared_build(tmp_path_factory, "cold-b", build)
 
 
 @pytest.fixture(scope="session")
 def cold_wheels(cold_wheel: BuiltDists, example_dists: BuiltDists) -> tuple[BuiltDists, BuiltDists]:
-    """Two cold builds of example_pkg: from the source folder, and from the sdist (conftest
-    ``example_dists``) in other folders and build environments."""
+    """example_pkg's wheel from the source folder, cold, and from the sdist (conftest
+    ``example_dists``) in other folders and build environments, from its build cache."""
     return cold_wheel, example_dists
 
 

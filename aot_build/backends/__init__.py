@@ -182,6 +182,9 @@ class ProgramRequest:
             ``config.strip`` (libraries: strip symbol tables) shape the file.
         cxx: the C++ compiler to call, a wrapper that keeps build paths out of the output
             (empty: the backend's own choice).
+        batch: how many programs for ``target`` the process compiling this one is expected
+            to compile, this one included: a hint, for set-up work that pays off only when
+            shared (the aoti backend's precompiled headers); it must not change the file.
     """
 
     program: torch.export.ExportedProgram
@@ -189,6 +192,7 @@ class ProgramRequest:
     out_dir: Path
     config: BuildConfig
     cxx: str = ""
+    batch: int = 1
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ..targets import Target, cuda_build_problem, machine, parse_target
 from ..toolchain import FloorError, binutil, build_floor, floor_args, headers_in, real_compiler
 from .cache import BuildCache
 from .export import say
-from .pool import compile_program, describe_failure, load_program, run_tasks
+from .pool import batches, compile_program, describe_failure, load_program, run_tasks
 from .specs import dtype_name
 from .units import Compiled, Source, Task
 
@@ -265,6 +265,7 @@ class Builder:
         here = [t for t in todo if self.in_process(t)]
         if not here:
             return compiled
+        batch = batches(here, 1)
         with headers_in(str(work)):
             for task in here:
                 t0 = time.perf_counter()
@@ -272,7 +273,7 @@ class Builder:
                     source = self.unsaved.get(task.program) or Source(
                         load_program(self.programs / task.program, task.module)
                     )
-                    c = compile_program(task, source, self.config, out_dir)
+                    c = compile_program(task, source, self.config, out_dir, batch=batch[task.target])
                 except Exception as exc:
                     raise describe_failure(task, exc) from exc
                 compiled.append(c)

@@ -46,15 +46,27 @@ def load_program(path: Path, module: str) -> Any:
         return torch.export.load(path)
 
 
-def compile_task(task: Task, config: BuildConfig, programs: Path, out_dir: Path, cxx: str) -> Compiled:
+def compile_task(
+    task: Task, config: BuildConfig, programs: Path, out_dir: Path, cxx: str, batch: int = 1
+) -> Compiled:
     """Compile one saved program (in ``programs``) for one target into ``out_dir`` (in a
-    worker, or in the calling process); ``cxx``: the compiler wrapper's name."""
+    worker, or in the calling process); ``cxx``: the compiler wrapper's name; ``batch``: see
+    :func:`batches`."""
     ep = load_program(programs / task.program, task.module)
-    return compile_program(task, Source(ep), config, out_dir, cxx)
+    return compile_program(task, Source(ep), config, out_dir, cxx, batch)
+
+
+def batches(tasks: list[Task], processes: int) -> dict[str, int]:
+    """Per target, how many of ``tasks`` one of ``processes`` sharing them is expected to
+    compile (:class:`backends.ProgramRequest`'s ``batch``)."""
+    counts: dict[str, int] = {}
+    for task in tasks:
+        counts[task.target] = counts.get(task.target, 0) + 1
+    return {target: -(-n // processes) for target, n in counts.items()}
 
 
 def compile_program(
-    task: Task, source: Source, config: BuildConfig, out_dir: Path, cxx: str = ""
+    task: Task, source: Source, config: BuildConfig, out_dir: Path, cxx: str = "", batch: int = 1
 ) -> Compiled:
     """Compile ``source`` (of ``task``) with the task's backend, into ``out_dir``."""
     backend = backends.find(task.backend)
@@ -66,7 +78,7 @@ def compile_program(
         )
     else:
         assert source.program is not None, "a FLAT backend's source is a program"
-        request = backends.ProgramRequest(source.program, target, out_dir, config, cxx)
+        request = backends.ProgramRequest(source.program, target, out_dir, config, cxx, batch)
     return Compiled.of(task, backend.compile(request), backend.version)
 
 
@@ -90,10 +102,10 @@ def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
 
 
 def _timed(
-    task: Task, config: BuildConfig, programs: Path, out_dir: Path, cxx: str
+    task: Task, config: BuildConfig, programs: Path, out_dir: Path, cxx: str, batch: int
 ) -> tuple[Compiled, float]:
     t0 = time.perf_counter()
-    return compile_task(task, config, programs, out_dir, cxx), time.perf_counter() - t0
+    return compile_task(task, config, programs, out_dir, cxx, batch), time.perf_counter() - t0
 
 
 def describe_failure(task: Task, exc: BaseException) -> CompileError:
@@ -124,7 +136,8 @@ def compile_here(tasks: list[Task], config: BuildConfig, programs: Path, out_dir
         name, env = _wrapper(tasks, work / "cxx")
         (work / "inductor").mkdir()
         _init_worker(env, config.build_lib, str(work / "inductor"))
-        return [compile_task(t, config, programs, out_dir, name) for t in tasks]
+        batch = batches(tasks, 1)
+        return [compile_task(t, config, programs, out_dir, name, batch[t.target]) for t in tasks]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -150,6 +163,7 @@ def run_tasks(
     failures: list[tuple[Task, CompileError]] = []
     ctx = multiprocessing.get_context("spawn")
     workers = max(1, min(jobs, len(tasks)))
+    batch = batches(tasks, workers)
     with cf.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=ctx,
@@ -164,7 +178,7 @@ def run_tasks(
         while queue or running:
             while queue and not failures and len(running) < workers:
                 task = queue.pop()
-                running[pool.submit(_timed, task, config, programs, out_dir, name)] = task
+                running[pool.submit(_timed, task, config, programs, out_dir, name, batch[task.target])] = task
             if not running:
                 break
             finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)

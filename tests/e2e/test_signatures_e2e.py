@@ -1,6 +1,6 @@
 """End to end, through real wheels: dynamic dimensions, several input sets, keyword
-arguments, structured outputs, method entries, guards on package state, and models of
-transformers. Built with ``python -m build --no-isolation`` in the dev environment,
+arguments, structured outputs, method entries, guards on package state (models of
+transformers: test_hf_e2e.py). Built with ``python -m build --no-isolation`` in the dev environment,
 installed into new environments (conftest ``venv_factory``), called from a neutral
 directory with no compiler on PATH, an empty inductor cache, and ``AOT_BUILD_STRICT=1``
 for every call that must run compiled."""
@@ -22,19 +22,8 @@ def sig_dists(e2e_dir: Path, inductor_cache: Path) -> BuiltDists:
 
 
 @pytest.fixture(scope="session")
-def hf_dists(e2e_dir: Path, inductor_cache: Path) -> BuiltDists:
-    return sample_dists("hf_models", e2e_dir, inductor_cache)
-
-
-@pytest.fixture(scope="session")
 def sig_installed(venv_factory: Callable[..., Venv], sig_dists: BuiltDists) -> Venv:
     return venv_factory("sig-venv", sig_dists.wheel)
-
-
-@pytest.fixture(scope="session")
-def hf_installed(venv_factory: Callable[..., Venv], hf_dists: BuiltDists) -> Venv:
-    # its dependencies (transformers) come from the package index; torch stays the local pin
-    return venv_factory("hf-venv", hf_dists.wheel)
 
 
 SIG = "sig_pkg"
@@ -163,24 +152,3 @@ def fallback_facts(sig_installed: Venv, tmp_path_factory: pytest.TempPathFactory
 
 def test_state_restored_runs_compiled_again(fallback_facts: dict[str, Any]) -> None:
     assert_compiled_call(fallback_facts["hook-removed"], "after the hook was removed")
-
-
-def test_transformers_models_run_compiled(hf_installed: Venv, tmp_path: Path) -> None:
-    facts = check(hf_installed, "hf", tmp_path, AOT_BUILD_STRICT="1")
-    calls = {k: v for k, v in facts.items() if isinstance(v, dict)}
-    assert len(calls) == 13
-    for name, f in calls.items():
-        assert_compiled_call(f, name)
-    assert facts["encode_type"] == "BaseModelOutputWithPoolingAndCrossAttentions"
-    assert facts["encode/new-weights"]["changed"] is True
-
-
-def test_transformers_fallbacks(hf_installed: Venv, tmp_path: Path) -> None:
-    facts = check(hf_installed, "hf_fallbacks", tmp_path)
-    assert_one_fallback(facts["batch-17"], "hf_pkg.models:encode", "input_ids dimension 0 (batch) is 17")
-    assert_one_fallback(
-        facts["config-flag"],
-        "hf_pkg.models:encode",
-        "hf_pkg.models.BERT.config.output_hidden_states is bool True, compiled for bool False",
-    )
-    assert facts["hidden_states"] is True

@@ -215,3 +215,26 @@ def test_unit_files_round_trip_with_their_backend(tmp_path: Path) -> None:
     write_compiled(tmp_path, [compiled])
     (read,) = read_compiled(tmp_path)
     assert read == compiled and (read.backend, read.backend_version) == ("dynamo", "2")
+
+
+def test_precompiled_headers_only_where_they_pay_off() -> None:
+    """A process compiling three or more programs for a target precompiles Inductor's headers
+    (they cost more than they save for one or two: a Bazel action compiles one); the project's
+    own inductor-options win; the target's pins stay."""
+    from aot_build.backends.aoti import HEADERS_FROM, PRECOMPILE_HEADERS, inductor_config
+    from aot_build.compile.pool import batches
+    from aot_build.compile.units import Task
+
+    tasks = [Task(f"p{i}", t, "aoti", "m:f", "m") for i in range(5) for t in ("cpu-avx2", "cpu-baseline")]
+    tasks.append(Task("q", "cpu-avx512", "aoti", "m:g", "m"))
+    assert batches(tasks, 1) == {"cpu-avx2": 5, "cpu-baseline": 5, "cpu-avx512": 1}
+    assert batches(tasks, 2) == {"cpu-avx2": 3, "cpu-baseline": 3, "cpu-avx512": 1}
+    assert batches(tasks, 4) == {"cpu-avx2": 2, "cpu-baseline": 2, "cpu-avx512": 1}
+    avx2 = parse_target("cpu-avx2")
+    assert inductor_config(avx2, {}, HEADERS_FROM)[PRECOMPILE_HEADERS] is True
+    assert inductor_config(avx2, {}, HEADERS_FROM - 1)[PRECOMPILE_HEADERS] is False
+    assert inductor_config(avx2, {PRECOMPILE_HEADERS: True}, 1)[PRECOMPILE_HEADERS] is True
+    from aot_build.targets import compile_options
+
+    pins = compile_options(avx2)
+    assert pins and all(inductor_config(avx2, {k: "other" for k in pins}, 1)[k] == v for k, v in pins.items())

@@ -11,14 +11,14 @@ BERT = BertModel(
     BertConfig(
         vocab_size=1000,
         hidden_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=1,
         num_attention_heads=4,
         intermediate_size=128,
         max_position_embeddings=128,
     )
 ).eval()
 GPT2 = GPT2LMHeadModel(
-    GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128, use_cache=False)
+    GPT2Config(vocab_size=1000, n_embd=64, n_layer=1, n_head=4, n_positions=128, use_cache=False)
 ).eval()
 
 BATCH = Dim("batch", min=1, max=16)
