@@ -36,6 +36,9 @@ ENV_MANYLINUX = "AOT_BUILD_MANYLINUX"
 #: Cross builds: the ``torch`` folder of an installed torch wheel of the target architecture
 #: (headers and libraries to compile and link against), with ``CXX`` its cross compiler.
 ENV_CROSS_TORCH = "AOT_BUILD_CROSS_TORCH"
+#: A folder where compiles keep Inductor's precompiled headers beyond the build, shared by
+#: later builds in the same environment (:func:`aot_build.toolchain.header_folder`).
+ENV_HEADERS_DIR = "AOT_BUILD_HEADERS_DIR"
 #: A folder of artifacts built elsewhere (``python -m aot_build assemble``): the wheel ships
 #: them instead of compiling.
 ENV_PREBUILT = "AOT_BUILD_PREBUILT"

@@ -116,6 +116,27 @@ def cross_torch(compiler: str) -> str:
     return folder
 
 
+def shared_headers() -> str:
+    """``$AOT_BUILD_HEADERS_DIR`` (absolute), or "" when unset: the folder where compiles keep
+    Inductor's precompiled headers beyond the build.
+
+    A header is named by a hash of its compile command line, which holds torch's install
+    path: builds in one environment (``--no-isolation``, a CI job's, a developer's) reuse
+    them, and every compile then starts from them (about 10 s saved per program, 20 s per
+    target not spent making them); an isolated build (a new environment each time) would only
+    add files. Nothing removes them (about 0.15 GB per target and torch install)."""
+    from .constants import ENV_HEADERS_DIR
+
+    folder = os.environ.get(ENV_HEADERS_DIR, "").strip()
+    return str(Path(folder).resolve()) if folder else ""
+
+
+def header_folder(work: str) -> str:
+    """Where this build's compiles keep their precompiled headers: :func:`shared_headers`,
+    else ``work`` (the build's own folder, removed with it)."""
+    return shared_headers() or work
+
+
 def keep_headers_in(folder: str) -> Callable[[], None]:
     """Make Inductor precompile its headers into ``folder`` (this process only); returns what
     undoes it.

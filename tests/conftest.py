@@ -32,7 +32,7 @@ from helpers import (
 
 from aot_build.backends.aoti import PRECOMPILE_HEADERS
 from aot_build.build_config import BuildConfig
-from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
+from aot_build.constants import ARTIFACT_DIR, ENV_HEADERS_DIR, MANIFEST_NAME
 from aot_build.discover import list_modules
 from aot_build.manifest import Manifest
 from aot_build.toolchain import headers_in
@@ -221,10 +221,28 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session", autouse=True)
 def inductor_headers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Inductor's precompiled headers of this process's compiles: in the session's folder,
-    never left in the machine's temp folder (builds keep theirs in their work folder)."""
-    with headers_in(str(tmp_path_factory.mktemp("inductor-headers"))):
+    """Inductor's precompiled headers: one folder for the whole run (both xdist workers),
+    never the machine's temp folder. This process's compiles keep theirs there, and so do the
+    builds it starts (``AOT_BUILD_HEADERS_DIR``, inherited), which all use the dev
+    environment's torch and so share them; the builds that users' defaults must show keep
+    theirs in their own work folder (:func:`cold_build`, :func:`isolated_build`,
+    :func:`compiled`: :func:`own_headers`)."""
+    folder = shared_folder(tmp_path_factory, "inductor-headers")
+    folder.mkdir(exist_ok=True)
+    old = os.environ.get(ENV_HEADERS_DIR)
+    os.environ[ENV_HEADERS_DIR] = str(folder)
+    with headers_in(str(folder)):
         yield
+    if old is None:
+        os.environ.pop(ENV_HEADERS_DIR, None)
+    else:
+        os.environ[ENV_HEADERS_DIR] = old
+
+
+def own_headers(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a build that keeps its precompiled headers in its own work folder, as a
+    user's build does (no ``AOT_BUILD_HEADERS_DIR``)."""
+    return {k: v for k, v in env.items() if k != ENV_HEADERS_DIR}
 
 
 @pytest.fixture(scope="session")
@@ -276,7 +294,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> 
     config.write_text(json.dumps(job.to_json()), encoding="utf-8")
     temp = tmp / "tmpdir"
     temp.mkdir()
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "TMPDIR": str(temp)}
+    env = own_headers({**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "TMPDIR": str(temp)})
     proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=900)
     left = sorted(str(p.relative_to(temp)) for p in temp.rglob("*"))
     # the driver writes only into its staging folder
@@ -314,7 +332,7 @@ def isolated_build(project: Path, dest: Path, aot_build_wheel: Path, inductor_ca
     :func:`example_dists`)."""
     src = copy_project(project, dest / f"{project.name}-src")
     out = dest / f"{project.name}-dist"
-    env = build_env(aot_build_wheel.parent, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache))
+    env = own_headers(build_env(aot_build_wheel.parent, TORCHINDUCTOR_CACHE_DIR=str(inductor_cache)))
     proc = run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", out, "."], cwd=src, env=env, timeout=1500
     )
@@ -355,6 +373,8 @@ def cold_build(
         PIP_CONSTRAINT=str(pins),
         **({"AOT_BUILD_JOBS": jobs} if jobs else {}),
     )
+    if isolated:  # as users build: the headers in the build's own folder
+        env = own_headers(env)
     out = root / f"dist-{inductor_cache}"
     what = [] if via_sdist else ["--wheel"]
     isolation = [] if isolated else ["--no-isolation"]

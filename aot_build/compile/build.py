@@ -26,7 +26,7 @@ from ..errors import CompileError
 from ..guards import native
 from ..manifest import Manifest
 from ..targets import Target, cuda_build_problem, machine, parse_target
-from ..toolchain import FloorError, binutil, build_floor, floor_args, headers_in, real_compiler
+from ..toolchain import FloorError, binutil, build_floor, floor_args, header_folder, headers_in, real_compiler
 from .cache import BuildCache
 from .export import say
 from .pool import batches, compile_program, describe_failure, load_program, run_tasks
@@ -266,7 +266,7 @@ class Builder:
         if not here:
             return compiled
         batch = batches(here, 1)
-        with headers_in(str(work)):
+        with headers_in(header_folder(str(work))):
             for task in here:
                 t0 = time.perf_counter()
                 try:

@@ -28,7 +28,7 @@ from .. import backends
 from ..build_config import BuildConfig
 from ..errors import CompileError, compile_failure
 from ..targets import parse_target
-from ..toolchain import keep_headers_in, write_wrapper
+from ..toolchain import header_folder, keep_headers_in, write_wrapper
 from .units import Compiled, Source, Task
 
 
@@ -95,7 +95,7 @@ def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
     # Own Inductor cache per worker: nothing shared between concurrent compiles; the wrapper
     # maps this path out of the library.
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache = tempfile.mkdtemp(prefix="w-", dir=cache_root)
-    keep_headers_in(cache)
+    keep_headers_in(header_folder(cache))
     if build_lib:
         sys.path.insert(0, build_lib)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)

@@ -5,6 +5,7 @@ artifact that torch's view of the CPU (ATEN_CPU_CAPABILITY) allows, with eager's
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -13,6 +14,8 @@ from typing import Any
 
 import pytest
 from helpers import CommandFailed, Venv, build_sample, describe, isolated_env, run, wheel_manifest
+
+from aot_build.constants import ENV_HEADERS_DIR
 
 TARGETS = ("cpu-avx512", "cpu-avx2", "cpu-baseline")
 CAPABILITY_TARGET = {"AVX512": "cpu-avx512", "AVX2": "cpu-avx2", "DEFAULT": "cpu-baseline"}
@@ -47,6 +50,14 @@ def multi_target_wheel(e2e_dir: Path, inductor_cache: Path) -> Path:
         raise CommandFailed(describe(proc))
     (wheel,) = out.glob("multi_target-*.whl")
     return wheel
+
+
+def test_headers_kept_where_the_build_is_told(multi_target_wheel: Path) -> None:
+    """The build ran with AOT_BUILD_HEADERS_DIR (conftest ``inductor_headers``): although it
+    compiled one program per target, each target's headers were precompiled there, to be
+    reused by the suite's later builds."""
+    folder = Path(os.environ[ENV_HEADERS_DIR]) / "precompiled_headers"
+    assert len(list(folder.glob("*.gch"))) >= len(TARGETS), sorted(folder.iterdir())
 
 
 @pytest.fixture(scope="module")

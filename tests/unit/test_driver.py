@@ -217,13 +217,19 @@ def test_unit_files_round_trip_with_their_backend(tmp_path: Path) -> None:
     assert read == compiled and (read.backend, read.backend_version) == ("dynamo", "2")
 
 
-def test_precompiled_headers_only_where_they_pay_off() -> None:
+def test_precompiled_headers_only_where_they_pay_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A process compiling three or more programs for a target precompiles Inductor's headers
-    (they cost more than they save for one or two: a Bazel action compiles one); the project's
-    own inductor-options win; the target's pins stay."""
+    (they cost more than they save for one or two: a Bazel action compiles one), or any number
+    when AOT_BUILD_HEADERS_DIR keeps them for later builds; the project's own inductor-options
+    win; the target's pins stay."""
     from aot_build.backends.aoti import HEADERS_FROM, PRECOMPILE_HEADERS, inductor_config
     from aot_build.compile.pool import batches
     from aot_build.compile.units import Task
+    from aot_build.constants import ENV_HEADERS_DIR
+    from aot_build.toolchain import header_folder
+
+    monkeypatch.delenv(ENV_HEADERS_DIR, raising=False)
+    assert header_folder("/work/build") == "/work/build"
 
     tasks = [Task(f"p{i}", t, "aoti", "m:f", "m") for i in range(5) for t in ("cpu-avx2", "cpu-baseline")]
     tasks.append(Task("q", "cpu-avx512", "aoti", "m:g", "m"))
@@ -234,6 +240,10 @@ def test_precompiled_headers_only_where_they_pay_off() -> None:
     assert inductor_config(avx2, {}, HEADERS_FROM)[PRECOMPILE_HEADERS] is True
     assert inductor_config(avx2, {}, HEADERS_FROM - 1)[PRECOMPILE_HEADERS] is False
     assert inductor_config(avx2, {PRECOMPILE_HEADERS: True}, 1)[PRECOMPILE_HEADERS] is True
+    monkeypatch.setenv(ENV_HEADERS_DIR, str(tmp_path / "headers"))
+    assert header_folder("/work/build") == str(tmp_path / "headers")
+    assert inductor_config(avx2, {}, 1)[PRECOMPILE_HEADERS] is True
+    assert inductor_config(avx2, {PRECOMPILE_HEADERS: False}, 5)[PRECOMPILE_HEADERS] is False
     from aot_build.targets import compile_options
 
     pins = compile_options(avx2)
