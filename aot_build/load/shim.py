@@ -277,6 +277,8 @@ class _VariantRunner:
             return CheckBuilder(
                 self.variant, "cuda" in self.by_device, self._size_one_symbols, self.trains, self.mutated
             ).build()
+        except MemoryError:  # not remembered: the caller falls back and the next call tries again
+            raise
         except Exception as exc:  # a record the generator cannot use: fall back, never crash
             return RefusingCheck(f"cannot use its manifest record: {type(exc).__name__}: {exc}")
 
@@ -309,6 +311,8 @@ class _VariantRunner:
 
         try:
             return trees.compile_builder(self.variant.outputs, leaf, "o, a, r")
+        except MemoryError:  # not remembered: the next call tries again
+            raise
         except Exception as exc:  # a record the generator cannot use: fall back, never crash
             detail = f"cannot use its manifest record: {type(exc).__name__}: {exc}"
 
@@ -564,6 +568,8 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         record = manifest.entry(entry.key)
     except ManifestError as exc:
         return always("manifest", str(exc))
+    except MemoryError:
+        return _bind_later(entry, fallback)
     if record is None:
         return always(
             "manifest",
@@ -593,6 +599,8 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
             _VariantRunner(v, folder, manifest, size_one[v.input_set], fn, evaluator_for(top, manifest))
             for v in record.variants
         ]
+    except MemoryError:
+        return _bind_later(entry, fallback)
     except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash
         return always("manifest", f"cannot use its manifest record: {type(exc).__name__}: {exc}")
     if not variants:
@@ -601,6 +609,27 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
     if not isinstance(default_dtype, torch.dtype):
         return always("manifest", f"unknown default dtype {manifest.default_dtype!r}")
     return _Bound(entry, variants, fallback, default_dtype)
+
+
+_OUT_OF_MEMORY = "out of memory while reading its manifest record (the next call tries again)"
+
+
+def _bind_later(entry: AotEntry, fallback: _Fallback) -> Callable[..., Any]:
+    """Binding ran out of memory: this call falls back, and the next one binds again (a
+    transient failure is not remembered as the entry's state)."""
+    bound: Callable[..., Any] | None = None
+    first = True
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        nonlocal bound, first
+        if first:
+            first = False
+            return fallback(Miss("memory", _OUT_OF_MEMORY), args, kwargs)
+        if bound is None:
+            bound = bind(entry)
+        return bound(*args, **kwargs)
+
+    return call
 
 
 class _Bound:
@@ -693,7 +722,11 @@ class _Bound:
             leaves, candidates = found
         first: tuple[int, _VariantRunner] | None = None
         for v in candidates:
-            r = v.check.fast(self_obj, *leaves)
+            try:
+                check = v.check
+            except MemoryError:  # generating it ran out of memory: not remembered
+                return self.fallback(Miss("memory", _OUT_OF_MEMORY), args, kwargs)
+            r = check.fast(self_obj, *leaves)
             if type(r) is int:
                 first = first or (r, v)  # the dynamic variant's failure explains best
                 continue

@@ -221,7 +221,10 @@ def test_library_load_failing_for_lack_of_memory_falls_back(compiled: Compiled, 
     )
     facts = _result(proc)
     assert len(facts["warnings"]) == 1, facts
-    assert "runs as plain Python: cannot load" in facts["warnings"][0], facts
+    # where the memory runs out (the record, the check, the library) depends on the allocator
+    message = facts["warnings"][0]
+    assert "runs as plain Python: " in message, facts
+    assert "cannot load" in message or "out of memory while reading its manifest record" in message, facts
     assert facts["ran_python_again"] is False, facts
 
 
