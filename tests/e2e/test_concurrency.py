@@ -176,9 +176,10 @@ def test_fork_spawn_and_dataloader_workers(compiled: Compiled, tmp_path: Path) -
 
 def test_library_load_failing_for_lack_of_memory_falls_back(compiled: Compiled, tmp_path: Path) -> None:
     """The address space is capped at what the process uses just before the first call (the
-    run-side code already imported), so opening the library fails: the call runs the Python
-    function with one warning and the eager result instead of crashing; once memory is back,
-    the next call loads the library and runs compiled."""
+    run-side code already imported), so the first call runs out of memory while binding
+    (reading the entry's record, generating its check) or opening the library: it runs the
+    Python function with one warning and the eager result instead of crashing; once memory is
+    back, the next call binds, loads the library and runs compiled."""
     script = _script(
         tmp_path,
         compiled,
