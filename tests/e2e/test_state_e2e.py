@@ -115,7 +115,11 @@ def call(entry, *args):
             sys.setprofile(None)
     eager = entry.__wrapped__(*args)
     msgs = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
-    return {{"python": bool(ran), "equal": torch.allclose(out, eager, atol=1e-6), "warnings": msgs}}
+    # Outputs reach ~100 (the scales multiply): compiled kernels sum in another order than
+    # eager, a few 1e-6 apart (more on other CPUs); a change below that alters the result
+    # alters it by 1 or more.
+    equal = torch.allclose(out, eager, rtol=1e-4, atol=1e-4)
+    return {{"python": bool(ran), "equal": equal, "warnings": msgs}}
 
 
 x = torch.randn(4, 8)

@@ -9,6 +9,8 @@ from torch import nn
 
 from aot_build import aot_entry
 
+torch.manual_seed(0)  # the same weights in every process: a failure reproduces
+
 
 def make_scaler(z: float):  # a factory-made helper: its closure cell changes through nonlocal
     def scale(x: torch.Tensor) -> torch.Tensor:
