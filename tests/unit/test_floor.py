@@ -168,6 +168,18 @@ def test_wrapper_adds_the_floor_to_links_only(tmp_path: Path) -> None:
     assert "libaot_build_floor.a" not in host_script.read_text()
 
 
+def test_wrapper_keeps_a_name_inductor_knows_as_gcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inductor names its precompiled headers ``.gch`` only for a compiler whose name it takes
+    for GCC (``cpp_builder._is_gcc``); under any other name it writes ``.pch``, which GCC never
+    looks for, and every compile parses the headers again (wrapper.cpp 14 s instead of 10 s,
+    kernel.cpp 5.8 s instead of 1.3 s; docs/development.md). The wrapper keeps g++'s name."""
+    from torch._inductor import cpp_builder
+
+    monkeypatch.delenv("CXX", raising=False)
+    name, _ = write_wrapper(tmp_path / "w", "host")
+    assert cpp_builder._is_gcc(name), name
+
+
 CROSS_CXX = "aarch64-linux-gnu-g++"
 needs_cross = pytest.mark.skipif(
     not shutil.which(CROSS_CXX),
