@@ -355,6 +355,30 @@ static int add_stamp(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObj
     return 0;
 }
 
+static int stamp_order(const void *a, const void *b) {
+    const Stamp *x = a, *y = b;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    if (x->obj != y->obj) return (uintptr_t)x->obj < (uintptr_t)y->obj ? -1 : 1;
+    if (x->ptr != y->ptr) return (uintptr_t)x->ptr < (uintptr_t)y->ptr ? -1 : 1;
+    return x->tag < y->tag ? -1 : x->tag > y->tag;
+}
+
+/* Each stamp once: a type or an instance dict read for many attributes (every module of a
+   model, every attribute of one) is stamped on each read; the fast path needs it once. */
+static void unique_stamps(Evaluator *ev) {
+    if (ev->nstamp < 2) return;
+    qsort(ev->stamps, (size_t)ev->nstamp, sizeof(Stamp), stamp_order);
+    Py_ssize_t kept = 1;
+    for (Py_ssize_t i = 1; i < ev->nstamp; i++) {
+        if (stamp_order(&ev->stamps[i], &ev->stamps[kept - 1]) == 0) {
+            Py_DECREF(ev->stamps[i].obj);
+        } else {
+            ev->stamps[kept++] = ev->stamps[i];
+        }
+    }
+    ev->nstamp = kept;
+}
+
 /* The type's version tag, assigned if it has none yet; 0: none can be had (never stamped). */
 static uint64_t type_tag(PyTypeObject *tp) {
     if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
@@ -445,6 +469,16 @@ static int immutable(PyObject *o, int depth) {
     return 0;
 }
 
+/* Whether every key and value of the exact dict d can never change. */
+static int immutable_items(PyObject *d) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!immutable(k, 1) || !immutable(v, 1)) return 0;
+    }
+    return 1;
+}
+
 /* Stamps that keep node i's object what it was, given its parent's: 1 stamped, 0 volatile. */
 static int stamp_read(Evaluator *ev, Node *nd, PyObject *parent, PyObject *obj) {
     switch (nd->op) {
@@ -488,10 +522,21 @@ static int stamp_check(Evaluator *ev, Check *c, PyObject *obj) {
     case CK_TYPE:
         return add_stamp(ev, ST_OBTYPE, obj, 0, (PyObject *)Py_TYPE(obj)) < 0 ? -1 : 1;
     case CK_EQ:
+        /* a plain dict of values that cannot change (a config's attribute_map): its tag
+           changes with any item */
+        if (PyDict_CheckExact(obj)) {
+            if (!immutable_items(obj)) return 0;
+            return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
+        }
         return immutable(obj, 0);
     case CK_LEN:
     case CK_HAS:
     case CK_LACKS:
+        /* An exact OrderedDict (nn.Module's hook tables) keeps its items in its dict part:
+           every insertion, deletion or clear changes that dict's tag. (Its order does not:
+           move_to_end relinks without one, so keys checks on it stay volatile.) */
+        if (PyODict_CheckExact(obj)) return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
+        /* fall through */
     case CK_KEYS:
         if (PyDict_CheckExact(obj)) return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
         return immutable(obj, 0);
@@ -554,6 +599,7 @@ static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject 
             if (s == 0 && add_volatile_check(ev, i, &nd->checks[j]) < 0) goto fail;
         }
     }
+    unique_stamps(ev);
     ev->have_snapshot = 1;
     return;
 fail:

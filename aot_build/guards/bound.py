@@ -22,7 +22,7 @@ from typing import Any
 
 from ..names import import_ref
 from .checks import KINDS, MISSING, Check, problem
-from .paths import ObjPath, PathError, resolve, root_module
+from .paths import ObjPath, PathError, dict_keys, resolve, root_module
 from .tree import StateTree
 
 #: Node opcodes (the C evaluator uses the same numbers).
@@ -231,7 +231,7 @@ def _read(op: int, key: Any, parent: Any) -> Any:
     if op == 14:
         if not isinstance(parent, dict):
             raise TypeError("not a dict")
-        return list(dict.keys(parent))[key]
+        return dict_keys(parent)[key]
     if op == 15:
         return type(parent)
     if op == 21:

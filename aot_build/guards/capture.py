@@ -34,7 +34,7 @@ from .. import values
 from ..errors import CompileError
 from ..names import import_ref
 from .checks import Check, identity
-from .paths import ObjPath, PathError, resolve
+from .paths import ObjPath, PathError, dict_keys, resolve
 from .tree import TreeBuilder
 
 #: Dynamo guard kinds about torch's global state: the shim checks grad mode, autocast, the
@@ -442,9 +442,7 @@ class _Translator:
                 path,
                 Check(
                     "keys",
-                    self._encode(
-                        list(dict.keys(value)) if isinstance(value, dict) else list(value.keys()), path
-                    ),
+                    self._encode(dict_keys(value) if isinstance(value, dict) else list(value.keys()), path),
                 ),
             )
         elif kind in ("DICT_CONTAINS", "SET_CONTAINS", "DICT_NOT_CONTAINS", "SET_NOT_CONTAINS"):

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from .. import values
 from ..names import import_ref, qualified_name
+from .paths import dict_keys
 
 #: A constant that no object is: what an identity that cannot be found again binds to.
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<not found>"})()
@@ -95,7 +96,10 @@ def _len(obj: Any, n: Any) -> bool:
 
 
 def _keys(obj: Any, keys: Any) -> bool:
-    return isinstance(obj, dict) and values.same(list(dict.keys(obj)), keys)
+    try:
+        return isinstance(obj, dict) and values.same(dict_keys(obj), keys)
+    except Exception:  # a subclass's keys() that fails: not the keys compiled for
+        return False
 
 
 def _has(obj: Any, key: Any) -> bool:
@@ -136,7 +140,7 @@ def _explain_len(label: str, obj: Any, expect: Any) -> str:
 
 def _explain_keys(label: str, obj: Any, expect: Any) -> str:
     keys = values.decode(expect)
-    found = list(dict.keys(obj)) if isinstance(obj, dict) else f"a {type(obj).__name__}"
+    found = dict_keys(obj) if isinstance(obj, dict) else f"a {type(obj).__name__}"
     return f"{label} has keys {values.describe(found)}, compiled for {values.describe(keys)}"
 
 

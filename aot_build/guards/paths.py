@@ -61,6 +61,13 @@ class PathError(LookupError):
     """The path does not lead anywhere now; the message says which step failed."""
 
 
+def dict_keys(obj: dict[Any, Any]) -> list[Any]:
+    """``obj``'s keys in the order iterating it gives them: a subclass's own (an OrderedDict
+    after ``move_to_end``), as the C evaluator reads them; a plain dict's without calling
+    anything."""
+    return list(dict.keys(obj) if type(obj) is dict else obj.keys())
+
+
 class ObjPath(NamedTuple):
     """A root (:data:`ROOTS`) and steps (:data:`STEPS`) below it.
 
@@ -240,7 +247,7 @@ def step(obj: Any, kind: str, key: Any) -> Any:
         if kind == "key":
             if not isinstance(obj, dict):
                 raise PathError(f"a {type(obj).__name__} is not a dict")
-            return list(dict.keys(obj))[key]
+            return dict_keys(obj)[key]
         if kind == "type":
             return type(obj)
         if kind == "call":

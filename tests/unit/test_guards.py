@@ -10,6 +10,7 @@ import os
 import random
 import sys
 import types
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from aot_build.guards.capture import CaptureError, capture
 from aot_build.guards.checks import Check, code_fingerprint
 from aot_build.guards.paths import ObjPath, PathError, assign, resolve
 from aot_build.guards.tree import StateTree
+from aot_build.values import encode
 
 ROOT = SAMPLE_PROJECTS / "guard_pkg"
 X = torch.randn(3, 4)
@@ -293,6 +295,11 @@ class Holder:
         self.items = [1, 2]
         self.value = 1.0
         self._hidden = 3
+        # as nn.Module keeps its hooks: an OrderedDict whose length and keys are guarded
+        self.hooks: OrderedDict[str, int] = OrderedDict(h=1)
+        self.order: OrderedDict[str, int] = OrderedDict(a=1, b=2)
+        self.table = {"a": 1, "b": "x"}  # values that cannot change: the dict's tag covers them
+        self.nested = {"a": [1]}  # a list inside: its changes touch no dict tag
 
     @property
     def computed(self) -> int:
@@ -322,6 +329,12 @@ TREE_CHECKS = [
     (G.child("getattr", "computed"), Check("eq", 3)),
     (G.child("getattr", "LIMIT"), Check("eq", 2)),
     (G.child("dict"), Check("lacks", "LIMIT")),
+    (G.child("getattr", "hooks"), Check("len", 1)),
+    (G.child("getattr", "hooks"), Check("lacks", "k")),
+    (G.child("getattr", "hooks"), Check("has", "h")),
+    (G.child("getattr", "order"), Check("keys", encode(["a", "b"]))),
+    (G.child("getattr", "table"), Check("eq", encode({"a": 1, "b": "x"}))),
+    (G.child("getattr", "nested"), Check("eq", encode({"a": [1]}))),
     (
         ObjPath(("global", __name__, "CELLED"))
         .child("closure")
@@ -342,6 +355,14 @@ SNAPSHOT_CHANGES: list[tuple[str, Callable[[], Any]]] = [
     ("property's source changed", lambda: setattr(HOLDER, "_hidden", 4)),
     ("closure cell changed", lambda: setattr(CELLED.__closure__[0], "cell_contents", 2.0)),  # type: ignore[index]
     ("property replaced", lambda: setattr(Holder, "computed", property(lambda self: 9))),
+    ("ordered dict grown", lambda: HOLDER.hooks.__setitem__("k", 2)),
+    ("ordered dict emptied", lambda: HOLDER.hooks.clear()),
+    ("ordered dict item popped", lambda: HOLDER.hooks.popitem()),
+    ("ordered dict item replaced by another key", lambda: (HOLDER.hooks.clear(), HOLDER.hooks.update(z=1))),
+    ("ordered dict reordered", lambda: HOLDER.order.move_to_end("a")),
+    ("dict item changed", lambda: HOLDER.table.__setitem__("a", 2)),
+    ("two dict items changed", lambda: HOLDER.table.update(a=5, b="y")),
+    ("list inside a dict changed", lambda: HOLDER.nested["a"].append(2)),
 ]
 
 
@@ -367,6 +388,35 @@ def test_the_snapshot_notices_every_change(evaluator: Any, change: Callable[[], 
         HOLDER, CELLED = saved[0], saved[1]
         Holder.LIMIT = saved[2]  # type: ignore[misc]
         Holder.computed = saved[3]  # type: ignore[method-assign]
+
+
+def test_the_snapshot_stamps_what_dict_tags_cover(evaluator: Any) -> None:
+    """An OrderedDict's length and members (nn.Module's hook tables, checked on every module)
+    and a plain dict of values that cannot change ride on the dict's version tag: no check
+    of theirs runs again while the tags hold. Its key order and a dict holding a list do not
+    (move_to_end and a list's append change no tag): those checks run on every call."""
+    from aot_build.guards.tree import TreeBuilder
+
+    global HOLDER
+    saved = HOLDER
+    HOLDER = Holder()
+    try:
+
+        def on(*attrs: str) -> list[tuple[ObjPath, Check]]:
+            return [(p, c) for p, c in TREE_CHECKS if p.steps[-1:] in [(("getattr", a),) for a in attrs]]
+
+        covered, volatile = on("hooks", "table"), on("order", "nested")
+        assert len(covered) == 4 and len(volatile) == 2
+        for checks, want in ((covered, 0), (volatile, 2)):
+            b = TreeBuilder()
+            for path, c in checks:
+                b.add(path, c)
+            state = BoundState(b.tree(), test_the_snapshot_stamps_what_dict_tags_cover, evaluator)
+            assert state.check(None, ()) == -1 and state.check(None, ()) == -1
+            stats = state._native.stats()  # type: ignore[union-attr]
+            assert stats["fast_hits"] == 1 and stats["volatile"] == want, stats
+    finally:
+        HOLDER = saved
 
 
 def test_evaluators_agree_under_random_changes(pkg: types.ModuleType, evaluator: Any) -> None:
