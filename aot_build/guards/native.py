@@ -59,11 +59,13 @@ def build(
     compile_args: tuple[str, ...] = (),
     link_args: tuple[str, ...] = (),
     strip: str = "strip",
+    source: Path = SOURCE,
 ) -> Path:
     """Compile the evaluator into ``out_dir`` as ``<sha256[:24]>.so``; return its path.
     ``cc``: the C compiler command (default :func:`c_compiler`); ``compile_args`` and
     ``link_args`` go around the source (a manylinux floor's, see
-    :func:`aot_build.compile.toolchain.floor_args`); ``strip``: the target's strip tool.
+    :func:`aot_build.compile.toolchain.floor_args`); ``strip``: the target's strip tool;
+    ``source``: another revision of the evaluator (benchmarks/guard_eval.py).
     EvaluatorBuildError says what is missing (a compiler, Python's headers)."""
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").is_file():
@@ -78,8 +80,8 @@ def build(
         staged = Path(tmp) / f"{MODULE}.so"
         cmd = [
             *cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-std=c11",
-            f"-ffile-prefix-map={SOURCE.parent}={SOURCE_PREFIX}", f"-I{include}", *compile_args,
-            str(SOURCE), "-o", str(staged), *link_args,
+            f"-ffile-prefix-map={source.parent}={SOURCE_PREFIX}", f"-I{include}", *compile_args,
+            str(source), "-o", str(staged), *link_args,
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
