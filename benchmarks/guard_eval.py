@@ -40,14 +40,14 @@ RESULT_MARK = "@@GUARD_EVAL_RESULT@@"
 log = logger("guard_eval")
 
 
-def _evaluator(source: str, out: Path) -> Any:
-    """The evaluator compiled from ``source`` (C text), loaded."""
+def _compile(source: str, out: Path) -> str:
+    """The evaluator compiled from ``source`` (C text) into ``out``; the library's path."""
     from aot_build.guards import native
 
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True)
     src = out / "_evaluator.c"
     src.write_text(source, encoding="utf-8")
-    return native.load(native.build(out, source=src))
+    return str(native.build(out, source=src))
 
 
 def _worker(cfg: dict[str, Any]) -> None:
@@ -56,6 +56,7 @@ def _worker(cfg: dict[str, Any]) -> None:
     import torch
 
     from aot_build.compile.specs import tensor_spec
+    from aot_build.guards import native
     from aot_build.guards.bound import BoundState
     from aot_build.guards.capture import capture
     from aot_build.guards.checks import Check
@@ -77,8 +78,8 @@ def _worker(cfg: dict[str, Any]) -> None:
     tree = builder.tree()
     fns: dict[str, Any] = {}
     stats: dict[str, Any] = {}
-    for side, source in cfg["sources"].items():
-        state = BoundState(tree, fn, _evaluator(source, Path(cfg["work"]) / side))
+    for side, library in cfg["evaluators"].items():
+        state = BoundState(tree, fn, native.load(Path(library)))
         weights = tuple(state.gather(None))
         assert state.check(None, weights) == -1 and state.check(None, weights) == -1, side
         fns[side] = lambda state=state, weights=weights: state.check(None, weights)
@@ -146,6 +147,10 @@ def main() -> int:
     log(f"commit {commit.stdout.strip()}, against {a.against}; load {os.getloadavg()[0]:.2f}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="guard-eval-") as tmp:
+        evaluators = {
+            side: _compile(text, Path(tmp) / "evaluators" / str(i))
+            for i, (side, text) in enumerate(sources.items())
+        }
         site = Path(tmp) / "site" / PACKAGE
         site.mkdir(parents=True)
         models = [m for m in a.models.split(",") if m]
@@ -154,8 +159,13 @@ def main() -> int:
         for model in models:
             work = Path(tmp) / model
             work.mkdir()
-            cfg = {"model": model, "site": str(site.parent), "work": str(work), "sources": sources}
-            cfg["rounds"] = a.rounds
+            cfg = {
+                "model": model,
+                "site": str(site.parent),
+                "work": str(work),
+                "evaluators": evaluators,
+                "rounds": a.rounds,
+            }
             rows.append(_run_worker(cfg))
             log(json.dumps(rows[-1]))
     log(f"load after {os.getloadavg()[0]:.2f}")

@@ -338,11 +338,8 @@ static void clear_snapshot(Evaluator *ev) {
     ev->have_snapshot = 0;
 }
 
+/* Duplicates are removed once the snapshot is recorded (unique_stamps). */
 static int add_stamp(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObject *ptr) {
-    for (Py_ssize_t i = ev->nstamp - 1; i >= 0 && i >= ev->nstamp - 8; i--) {  /* recent duplicates */
-        Stamp *s = &ev->stamps[i];
-        if (s->kind == kind && s->obj == obj && s->tag == tag && s->ptr == ptr) return 0;
-    }
     if (ev->nstamp == ev->capstamp) {
         Py_ssize_t cap = ev->capstamp ? 2 * ev->capstamp : 64;
         Stamp *s = PyMem_Realloc(ev->stamps, cap * sizeof(Stamp));
@@ -353,6 +350,11 @@ static int add_stamp(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObj
     Py_INCREF(obj);
     ev->stamps[ev->nstamp++] = (Stamp){kind, obj, tag, ptr};
     return 0;
+}
+
+/* Stamp the dict d by its version tag: 1 stamped, -1 error. */
+static int stamp_dict(Evaluator *ev, PyObject *d) {
+    return add_stamp(ev, ST_DICT, d, DICT_TAG(d), NULL) < 0 ? -1 : 1;
 }
 
 static int stamp_order(const void *a, const void *b) {
@@ -431,7 +433,7 @@ static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
     if (add_stamp(ev, ST_TYPE, (PyObject *)tp, t, NULL) < 0) return -1;
     if (dict != NULL) {
         if (add_stamp(ev, ST_DICTPTR, obj, 0, dict) < 0) return -1;
-        if (add_stamp(ev, ST_DICT, dict, DICT_TAG(dict), NULL) < 0) return -1;
+        if (stamp_dict(ev, dict) < 0) return -1;
     }
     return 1;
 }
@@ -486,13 +488,13 @@ static int stamp_read(Evaluator *ev, Node *nd, PyObject *parent, PyObject *obj) 
     case OP_SELF:
         return 1;
     case OP_GLOBAL:
-        return add_stamp(ev, ST_DICT, nd->key, DICT_TAG(nd->key), NULL) < 0 ? -1 : 1;
+        return stamp_dict(ev, nd->key);
     case OP_ITEM:
     case OP_KEY:
         if (!PyDict_CheckExact(parent)) {
             if (nd->op == OP_KEY) return 0;  /* a subclass's keys() order is its own */
         }
-        return add_stamp(ev, ST_DICT, parent, DICT_TAG(parent), NULL) < 0 ? -1 : 1;
+        return stamp_dict(ev, parent);
     case OP_GETATTR:
         if (PyModule_Check(parent) && !PyModule_CheckExact(parent)) return 0;
         return stamp_attribute(ev, parent, nd->key);
@@ -524,21 +526,16 @@ static int stamp_check(Evaluator *ev, Check *c, PyObject *obj) {
     case CK_EQ:
         /* a plain dict of values that cannot change (a config's attribute_map): its tag
            changes with any item */
-        if (PyDict_CheckExact(obj)) {
-            if (!immutable_items(obj)) return 0;
-            return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
-        }
+        if (PyDict_CheckExact(obj)) return immutable_items(obj) ? stamp_dict(ev, obj) : 0;
         return immutable(obj, 0);
     case CK_LEN:
     case CK_HAS:
     case CK_LACKS:
-        /* An exact OrderedDict (nn.Module's hook tables) keeps its items in its dict part:
-           every insertion, deletion or clear changes that dict's tag. (Its order does not:
-           move_to_end relinks without one, so keys checks on it stay volatile.) */
-        if (PyODict_CheckExact(obj)) return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
-        /* fall through */
     case CK_KEYS:
-        if (PyDict_CheckExact(obj)) return add_stamp(ev, ST_DICT, obj, DICT_TAG(obj), NULL) < 0 ? -1 : 1;
+        /* An exact OrderedDict (nn.Module's hook tables) keeps its items in its dict part:
+           every insertion, deletion or clear changes that dict's tag; its order does not
+           (move_to_end relinks without one), so keys checks on it stay volatile. */
+        if (PyDict_CheckExact(obj) || (c->op != CK_KEYS && PyODict_CheckExact(obj))) return stamp_dict(ev, obj);
         return immutable(obj, 0);
     case CK_HASATTR:
         return stamp_attribute(ev, obj, c->c);

@@ -442,7 +442,7 @@ class _Translator:
                 path,
                 Check(
                     "keys",
-                    self._encode(dict_keys(value) if isinstance(value, dict) else list(value.keys()), path),
+                    self._encode(dict_keys(value), path),
                 ),
             )
         elif kind in ("DICT_CONTAINS", "SET_CONTAINS", "DICT_NOT_CONTAINS", "SET_NOT_CONTAINS"):

@@ -61,10 +61,10 @@ class PathError(LookupError):
     """The path does not lead anywhere now; the message says which step failed."""
 
 
-def dict_keys(obj: dict[Any, Any]) -> list[Any]:
-    """``obj``'s keys in the order iterating it gives them: a subclass's own (an OrderedDict
-    after ``move_to_end``), as the C evaluator reads them; a plain dict's without calling
-    anything."""
+def dict_keys(obj: Any) -> list[Any]:
+    """A mapping's keys in the order iterating it gives them: a subclass's own (an
+    OrderedDict after ``move_to_end``), as the C evaluator reads them; a plain dict's without
+    calling anything."""
     return list(dict.keys(obj) if type(obj) is dict else obj.keys())
 
 

@@ -366,18 +366,23 @@ SNAPSHOT_CHANGES: list[tuple[str, Callable[[], Any]]] = [
 ]
 
 
-@pytest.mark.parametrize("change", [c[1] for c in SNAPSHOT_CHANGES], ids=[c[0] for c in SNAPSHOT_CHANGES])
-def test_the_snapshot_notices_every_change(evaluator: Any, change: Callable[[], Any]) -> None:
+def snapshot_tree(checks: list[tuple[ObjPath, Check]]) -> StateTree:
+    """A tree of ``checks`` (paths under this module)."""
     from aot_build.guards.tree import TreeBuilder
 
+    b = TreeBuilder()
+    for path, c in checks:
+        b.add(path, c)
+    return b.tree()
+
+
+@pytest.mark.parametrize("change", [c[1] for c in SNAPSHOT_CHANGES], ids=[c[0] for c in SNAPSHOT_CHANGES])
+def test_the_snapshot_notices_every_change(evaluator: Any, change: Callable[[], Any]) -> None:
     global HOLDER, CELLED
     saved = (HOLDER, CELLED, Holder.LIMIT, Holder.__dict__["computed"])
     HOLDER, CELLED = Holder(), _cell_fn()
     try:
-        b = TreeBuilder()
-        for path, c in TREE_CHECKS:
-            b.add(path, c)
-        tree = b.tree()
+        tree = snapshot_tree(TREE_CHECKS)
         state = BoundState(tree, test_the_snapshot_notices_every_change, evaluator)
         assert state.check(None, ()) == -1 and state.check(None, ()) == -1
         assert state._native.stats()["fast_hits"] >= 1  # type: ignore[union-attr]
@@ -395,8 +400,6 @@ def test_the_snapshot_stamps_what_dict_tags_cover(evaluator: Any) -> None:
     and a plain dict of values that cannot change ride on the dict's version tag: no check
     of theirs runs again while the tags hold. Its key order and a dict holding a list do not
     (move_to_end and a list's append change no tag): those checks run on every call."""
-    from aot_build.guards.tree import TreeBuilder
-
     global HOLDER
     saved = HOLDER
     HOLDER = Holder()
@@ -408,10 +411,9 @@ def test_the_snapshot_stamps_what_dict_tags_cover(evaluator: Any) -> None:
         covered, volatile = on("hooks", "table"), on("order", "nested")
         assert len(covered) == 4 and len(volatile) == 2
         for checks, want in ((covered, 0), (volatile, 2)):
-            b = TreeBuilder()
-            for path, c in checks:
-                b.add(path, c)
-            state = BoundState(b.tree(), test_the_snapshot_stamps_what_dict_tags_cover, evaluator)
+            state = BoundState(
+                snapshot_tree(checks), test_the_snapshot_stamps_what_dict_tags_cover, evaluator
+            )
             assert state.check(None, ()) == -1 and state.check(None, ()) == -1
             stats = state._native.stats()  # type: ignore[union-attr]
             assert stats["fast_hits"] == 1 and stats["volatile"] == want, stats
