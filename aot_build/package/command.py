@@ -196,8 +196,10 @@ class build_aot(Command):
         )
         path = staging.parent / "job.json"
         config.write(path)
-        # the floor reaches the compile wrapper (and the build cache's key) as its variable
-        env = {**os.environ, ENV_MANYLINUX: self.settings.manylinux}
+        # the floor reaches the compile wrapper (and the build cache's key) as its variable;
+        # the child imports the project from build_lib, which becomes the wheel: no bytecode
+        # may be written there (it would ship, and differ between builds)
+        env = {**os.environ, ENV_MANYLINUX: self.settings.manylinux, "PYTHONDONTWRITEBYTECODE": "1"}
         proc = subprocess.run(
             [sys.executable, "-m", "aot_build.compile", str(path)], cwd=staging.parent, env=env
         )

@@ -25,6 +25,8 @@ def test_cold_build_compiles_every_program_in_parallel(cold_wheel: BuiltDists) -
     with zipfile.ZipFile(cold_wheel.wheel) as zf:
         assert sum(n.endswith(".so") for n in zf.namelist()) == 12 + 1  # the libraries, the guard evaluator
         assert len({zi.date_time for zi in zf.infolist()}) == 1  # all from SOURCE_DATE_EPOCH
+        # the build imported the project from its build folder: no bytecode of it ships
+        assert not [n for n in zf.namelist() if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def test_sdist_wheel_from_the_cache_is_the_cold_wheel(cold_wheels: tuple[BuiltDists, BuiltDists]) -> None:
