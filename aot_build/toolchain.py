@@ -93,6 +93,14 @@ def write_wrapper(folder: Path, floor: str | None = None) -> tuple[str, dict[str
     return name, {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+def wrapper_path(folder: Path, floor: str | None = None) -> str:
+    """:func:`write_wrapper`, by path: for compiles in a process that has not the wrapper's
+    folder on its ``PATH``. Inductor names each precompiled header by a hash of the command
+    line, this path included: compiles that should share the headers share one wrapper."""
+    name, _ = write_wrapper(folder, floor)
+    return str(folder / name)
+
+
 def cross_torch(compiler: str) -> str:
     """In a cross build, the target's torch folder (``AOT_BUILD_CROSS_TORCH``), once checked
     against ``compiler``; "" otherwise. Raises FloorError when they are for different

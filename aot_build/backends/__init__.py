@@ -182,9 +182,9 @@ class ProgramRequest:
             ``config.strip`` (libraries: strip symbol tables) shape the file.
         cxx: the C++ compiler to call, a wrapper that keeps build paths out of the output
             (empty: the backend's own choice).
-        batch: how many programs for ``target`` the process compiling this one is expected
-            to compile, this one included: a hint, for set-up work that pays off only when
-            shared (the aoti backend's precompiled headers); it must not change the file.
+        batch: how many programs for ``target`` the build compiles, this one included (its
+            worker processes share set-up work): a hint, for set-up work that pays off only
+            when shared (the aoti backend's precompiled headers); it must not change the file.
     """
 
     program: torch.export.ExportedProgram

@@ -26,10 +26,10 @@ from ..errors import CompileError
 from ..guards import native
 from ..manifest import Manifest
 from ..targets import Target, cuda_build_problem, machine, parse_target
-from ..toolchain import FloorError, binutil, build_floor, floor_args, header_folder, headers_in, real_compiler
+from ..toolchain import FloorError, binutil, build_floor, floor_args, real_compiler
 from .cache import BuildCache
 from .export import say
-from .pool import batches, compile_program, describe_failure, load_program, run_tasks
+from .pool import batches, compile_program, compiling_here, describe_failure, load_program, run_tasks
 from .specs import dtype_name
 from .units import Compiled, Source, Task
 
@@ -265,15 +265,15 @@ class Builder:
         here = [t for t in todo if self.in_process(t)]
         if not here:
             return compiled
-        batch = batches(here, 1)
-        with headers_in(header_folder(str(work))):
+        batch = batches(here)
+        with compiling_here(here, work) as cxx:
             for task in here:
                 t0 = time.perf_counter()
                 try:
                     source = self.unsaved.get(task.program) or Source(
                         load_program(self.programs / task.program, task.module)
                     )
-                    c = compile_program(task, source, self.config, out_dir, batch=batch[task.target])
+                    c = compile_program(task, source, self.config, out_dir, cxx, batch[task.target])
                 except Exception as exc:
                     raise describe_failure(task, exc) from exc
                 compiled.append(c)

@@ -20,7 +20,8 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +57,13 @@ def compile_task(
     return compile_program(task, Source(ep), config, out_dir, cxx, batch)
 
 
-def batches(tasks: list[Task], processes: int) -> dict[str, int]:
-    """Per target, how many of ``tasks`` one of ``processes`` sharing them is expected to
-    compile (:class:`backends.ProgramRequest`'s ``batch``)."""
+def batches(tasks: list[Task]) -> dict[str, int]:
+    """Per target, how many of ``tasks`` the build compiles (:class:`backends.ProgramRequest`'s
+    ``batch``): its worker processes share one folder of precompiled headers."""
     counts: dict[str, int] = {}
     for task in tasks:
         counts[task.target] = counts.get(task.target, 0) + 1
-    return {target: -(-n // processes) for target, n in counts.items()}
+    return counts
 
 
 def compile_program(
@@ -82,20 +83,47 @@ def compile_program(
     return Compiled.of(task, backend.compile(request), backend.version)
 
 
+def _needs_compiler(tasks: list[Task]) -> bool:
+    return any(backends.capabilities(backends.find(t.backend)).needs_compiler for t in tasks)
+
+
 def _wrapper(tasks: list[Task], folder: Path) -> tuple[str, dict[str, str]]:
     """The compiler wrapper's name and the workers' environment (:func:`write_wrapper`) when a
     backend of ``tasks`` calls a C++ compiler; else none ("" and no variables)."""
-    if any(backends.capabilities(backends.find(t.backend)).needs_compiler for t in tasks):
-        return write_wrapper(folder)
-    return "", {}
+    return write_wrapper(folder) if _needs_compiler(tasks) else ("", {})
+
+
+@contextmanager
+def compiling_here(tasks: list[Task], work: Path) -> Iterator[str]:
+    """Set this process up to compile ``tasks`` as the build's workers (:func:`run_tasks`
+    with the same ``work``) do: the same compiler wrapper, by name, its folder first on
+    ``PATH``, and the same folder of precompiled headers. Inductor names each header by a hash
+    of the command line, so these compiles use the headers the workers made, and the other
+    way round (with a wrapper of their own, each compile made its headers anew). Yields the
+    wrapper's name ("" when no backend of ``tasks`` calls a C++ compiler)."""
+    name, env = _wrapper(tasks, work / "cxx")
+    old_path = os.environ.get("PATH")
+    os.environ.update(env)
+    undo = keep_headers_in(header_folder(str(work / "inductor")))
+    try:
+        yield name
+    finally:
+        undo()
+        if old_path is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = old_path
 
 
 def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
     os.environ.update(env)
     # Own Inductor cache per worker: nothing shared between concurrent compiles; the wrapper
     # maps this path out of the library.
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache = tempfile.mkdtemp(prefix="w-", dir=cache_root)
-    keep_headers_in(header_folder(cache))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="w-", dir=cache_root)
+    # Precompiled headers, though, are one set per build, not per worker: the workers of a
+    # cold build all need the same ones at once (Inductor's lock file lets one make each
+    # while the others wait, then use it); per worker, a build of two workers made each twice.
+    keep_headers_in(header_folder(cache_root))
     if build_lib:
         sys.path.insert(0, build_lib)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
@@ -136,7 +164,7 @@ def compile_here(tasks: list[Task], config: BuildConfig, programs: Path, out_dir
         name, env = _wrapper(tasks, work / "cxx")
         (work / "inductor").mkdir()
         _init_worker(env, config.build_lib, str(work / "inductor"))
-        batch = batches(tasks, 1)
+        batch = batches(tasks)
         return [compile_task(t, config, programs, out_dir, name, batch[t.target]) for t in tasks]
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -163,7 +191,7 @@ def run_tasks(
     failures: list[tuple[Task, CompileError]] = []
     ctx = multiprocessing.get_context("spawn")
     workers = max(1, min(jobs, len(tasks)))
-    batch = batches(tasks, workers)
+    batch = batches(tasks)
     with cf.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=ctx,

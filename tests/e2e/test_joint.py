@@ -27,6 +27,7 @@ from aot_build.errors import CompileError
 from aot_build.load.autograd import training_call
 from aot_build.manifest import TrainingRecord
 from aot_build.targets import parse_target
+from aot_build.toolchain import wrapper_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -70,10 +71,18 @@ def build(
     joint = export_joint(ep, flags)
     assert TrainingRecord.from_json(json.loads(json.dumps(joint.record.to_json()))) == joint.record
     target = parse_target("cpu-baseline")
-    fwd = compile_library(joint.forward, target, {}, workdir, strip=False)
-    bwd = compile_library(joint.backward, target, {}, workdir, strip=False)
+    cxx = compiler(workdir)
+    fwd = compile_library(joint.forward, target, {}, workdir, strip=False, cxx=cxx)
+    bwd = compile_library(joint.backward, target, {}, workdir, strip=False, cxx=cxx)
     call = training_call(open_library(fwd.path, "cpu").run, open_library(bwd.path, "cpu").run, joint.record)
     return Artifact(call, joint.record, fwd.path, bwd.path)
+
+
+def compiler(workdir: Path) -> str:
+    """The module's compiler wrapper, by path, as a build's workers get theirs: one path for
+    every compile of the module, so they share Inductor's precompiled headers (named by a hash
+    of the command line; compile_library's own wrapper, new in each call, made them anew)."""
+    return wrapper_path(workdir / "cxx")  # the same script again: the same path
 
 
 def leaves(tensors: Sequence[torch.Tensor], flags: Sequence[bool]) -> list[torch.Tensor]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -217,9 +218,34 @@ def test_unit_files_round_trip_with_their_backend(tmp_path: Path) -> None:
     assert read == compiled and (read.backend, read.backend_version) == ("dynamo", "2")
 
 
+def test_workers_of_a_build_share_one_header_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each compile worker gets an Inductor cache of its own, but the build's one folder of
+    precompiled headers (two workers of a cold build made every header twice)."""
+    from torch._inductor import codecache
+
+    from aot_build.compile.pool import _init_worker
+    from aot_build.constants import ENV_HEADERS_DIR
+
+    monkeypatch.delenv(ENV_HEADERS_DIR, raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "unused"))
+    monkeypatch.setattr(codecache, "_HEADER_DIR", codecache._HEADER_DIR)
+    monkeypatch.setattr(codecache, "_HEADER_LOCK_DIR", codecache._HEADER_LOCK_DIR)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    root = tmp_path / "inductor"
+    root.mkdir()
+    caches, headers = set(), set()
+    for _ in range(2):
+        _init_worker({}, "", str(root))
+        caches.add(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        headers.add(codecache._HEADER_DIR)
+    assert len(caches) == 2 and all(Path(c).parent == root for c in caches)
+    assert headers == {str(root / "precompiled_headers")}
+
+
 def test_precompiled_headers_only_where_they_pay_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A process compiling three or more programs for a target precompiles Inductor's headers
-    (they cost more than they save for one or two: a Bazel action compiles one), or any number
+    """A build compiling three or more programs for a target precompiles Inductor's headers,
+    once for all its workers (they cost more than they save for one or two: a Bazel action
+    compiles one), or any number
     when AOT_BUILD_HEADERS_DIR keeps them for later builds; the project's own inductor-options
     win; the target's pins stay."""
     from aot_build.backends.aoti import HEADERS_FROM, PRECOMPILE_HEADERS, inductor_config
@@ -233,9 +259,7 @@ def test_precompiled_headers_only_where_they_pay_off(monkeypatch: pytest.MonkeyP
 
     tasks = [Task(f"p{i}", t, "aoti", "m:f", "m") for i in range(5) for t in ("cpu-avx2", "cpu-baseline")]
     tasks.append(Task("q", "cpu-avx512", "aoti", "m:g", "m"))
-    assert batches(tasks, 1) == {"cpu-avx2": 5, "cpu-baseline": 5, "cpu-avx512": 1}
-    assert batches(tasks, 2) == {"cpu-avx2": 3, "cpu-baseline": 3, "cpu-avx512": 1}
-    assert batches(tasks, 4) == {"cpu-avx2": 2, "cpu-baseline": 2, "cpu-avx512": 1}
+    assert batches(tasks) == {"cpu-avx2": 5, "cpu-baseline": 5, "cpu-avx512": 1}
     avx2 = parse_target("cpu-avx2")
     assert inductor_config(avx2, {}, HEADERS_FROM)[PRECOMPILE_HEADERS] is True
     assert inductor_config(avx2, {}, HEADERS_FROM - 1)[PRECOMPILE_HEADERS] is False

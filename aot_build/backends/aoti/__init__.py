@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -59,7 +58,8 @@ def content_build_id(path: Path) -> None:
 
 #: Inductor's switch for precompiled headers (its default: on).
 PRECOMPILE_HEADERS = "aot_inductor.precompile_headers"
-#: Precompile the headers when a process compiles at least this many programs for a target.
+#: Precompile the headers when a build compiles at least this many programs for a target (its
+#: worker processes share them).
 #: Measured here (2 cores, torch 2.13, a small program): the headers cost about 20 s once and
 #: save about 10 s per compile (25 s → 15 s), so they pay off from the third program; a build
 #: system's action compiles one. The library is the same either way (same code; the build id
@@ -69,8 +69,8 @@ HEADERS_FROM = 3
 
 def inductor_config(target: Target, inductor_options: Mapping[str, Any], batch: int) -> dict[str, Any]:
     """Inductor's config for one compile: the project's ``inductor-options``, then the
-    target's pins; headers precompiled when ``batch`` (the programs for ``target`` this
-    process is expected to compile) reaches :data:`HEADERS_FROM` or they are kept for later
+    target's pins; headers precompiled when ``batch`` (the programs for ``target`` the build
+    compiles, whose workers share the headers) reaches :data:`HEADERS_FROM` or they are kept for later
     builds (:func:`aot_build.toolchain.shared_headers`), unless the project says."""
     from ...toolchain import shared_headers
 
@@ -90,18 +90,17 @@ def compile_library(
     """Compile ``ep`` for ``target`` into ``workdir``; return the library. ``cxx``: the C++
     compiler Inductor calls (the wrapper of :mod:`aot_build.toolchain`); "": a
     wrapper of its own, for the build's manylinux floor. ``batch``: how many programs for
-    ``target`` this process is expected to compile (:data:`HEADERS_FROM`)."""
+    ``target`` the build compiles (:data:`HEADERS_FROM`)."""
     # build side only: the shim imports this module at run time
     import torch._inductor
 
-    from ...toolchain import binutil, write_wrapper
+    from ...toolchain import binutil, wrapper_path
     from .isa import pinned_vec_isa, small_loops_serial
 
     options = inductor_config(target, inductor_options, batch)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         if not cxx:  # compiled outside the workers (no wrapper on PATH): one of its own, by path
-            name, env = write_wrapper(Path(tmp) / "cxx")
-            cxx = str(Path(env["PATH"].split(os.pathsep)[0]) / name)
+            cxx = wrapper_path(Path(tmp) / "cxx")
         options["cpp.cxx"] = (cxx,)
         pt2 = Path(tmp) / "entry.pt2"
         with pinned_vec_isa(target), small_loops_serial():
