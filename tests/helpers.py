@@ -103,9 +103,8 @@ def build_env(extra_find_links: Path | None = None, **extra: str) -> dict[str, s
     ``extra_find_links`` appended to (never replacing) pip's find-links, so isolated build
     environments keep finding the local torch wheel. Builds compile in one worker process
     (``AOT_BUILD_JOBS=1`` unless ``extra`` sets it): the suite's two xdist workers keep the
-    cores busy, and each compile worker makes its own precompiled headers. Python writes
-    bytecode, as in users' builds (CI sets PYTHONDONTWRITEBYTECODE): a build must still leave
-    none in the wheel (test_reproducible_e2e)."""
+    cores busy. Python writes bytecode, as in users' builds (CI sets PYTHONDONTWRITEBYTECODE):
+    a build must still leave none in the wheel (test_reproducible_e2e)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["AOT_BUILD_JOBS"] = "1"
     if extra_find_links is not None:

@@ -93,6 +93,12 @@ def _wrapper(tasks: list[Task], folder: Path) -> tuple[str, dict[str, str]]:
     return write_wrapper(folder) if _needs_compiler(tasks) else ("", {})
 
 
+def _inductor_root(work: Path) -> Path:
+    """The build's Inductor folder in its work folder ``work``: each worker's cache below it,
+    and the build's one folder of precompiled headers (:func:`_init_worker`)."""
+    return work / "inductor"
+
+
 @contextmanager
 def compiling_here(tasks: list[Task], work: Path) -> Iterator[str]:
     """Set this process up to compile ``tasks`` as the build's workers (:func:`run_tasks`
@@ -102,17 +108,18 @@ def compiling_here(tasks: list[Task], work: Path) -> Iterator[str]:
     way round (with a wrapper of their own, each compile made its headers anew). Yields the
     wrapper's name ("" when no backend of ``tasks`` calls a C++ compiler)."""
     name, env = _wrapper(tasks, work / "cxx")
-    old_path = os.environ.get("PATH")
+    old = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
-    undo = keep_headers_in(header_folder(str(work / "inductor")))
+    undo = keep_headers_in(header_folder(str(_inductor_root(work))))
     try:
         yield name
     finally:
         undo()
-        if old_path is None:
-            os.environ.pop("PATH", None)
-        else:
-            os.environ["PATH"] = old_path
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _init_worker(env: dict[str, str], build_lib: str, cache_root: str) -> None:
@@ -162,8 +169,8 @@ def compile_here(tasks: list[Task], config: BuildConfig, programs: Path, out_dir
     work = Path(tempfile.mkdtemp(prefix="aot-build-"))
     try:
         name, env = _wrapper(tasks, work / "cxx")
-        (work / "inductor").mkdir()
-        _init_worker(env, config.build_lib, str(work / "inductor"))
+        _inductor_root(work).mkdir()
+        _init_worker(env, config.build_lib, str(_inductor_root(work)))
         batch = batches(tasks)
         return [compile_task(t, config, programs, out_dir, name, batch[t.target]) for t in tasks]
     finally:
@@ -185,7 +192,7 @@ def run_tasks(
         return []
     name, env = _wrapper(tasks, work / "cxx")
     jobs = config.jobs or os.cpu_count() or 1
-    cache_root = work / "inductor"
+    cache_root = _inductor_root(work)
     cache_root.mkdir(parents=True, exist_ok=True)
     results: list[Compiled] = []
     failures: list[tuple[Task, CompileError]] = []

@@ -245,9 +245,8 @@ def test_workers_of_a_build_share_one_header_folder(monkeypatch: pytest.MonkeyPa
 def test_precompiled_headers_only_where_they_pay_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A build compiling three or more programs for a target precompiles Inductor's headers,
     once for all its workers (they cost more than they save for one or two: a Bazel action
-    compiles one), or any number
-    when AOT_BUILD_HEADERS_DIR keeps them for later builds; the project's own inductor-options
-    win; the target's pins stay."""
+    compiles one), or any number when AOT_BUILD_HEADERS_DIR keeps them for later builds; the
+    project's own inductor-options win; the target's pins stay."""
     from aot_build.backends.aoti import HEADERS_FROM, PRECOMPILE_HEADERS, inductor_config
     from aot_build.compile.pool import batches
     from aot_build.compile.units import Task

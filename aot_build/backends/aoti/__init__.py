@@ -70,8 +70,8 @@ HEADERS_FROM = 3
 def inductor_config(target: Target, inductor_options: Mapping[str, Any], batch: int) -> dict[str, Any]:
     """Inductor's config for one compile: the project's ``inductor-options``, then the
     target's pins; headers precompiled when ``batch`` (the programs for ``target`` the build
-    compiles, whose workers share the headers) reaches :data:`HEADERS_FROM` or they are kept for later
-    builds (:func:`aot_build.toolchain.shared_headers`), unless the project says."""
+    compiles, whose workers share the headers) reaches :data:`HEADERS_FROM` or they are kept
+    for later builds (:func:`aot_build.toolchain.shared_headers`), unless the project says."""
     from ...toolchain import shared_headers
 
     precompile = batch >= HEADERS_FROM or bool(shared_headers())
