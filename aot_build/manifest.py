@@ -28,16 +28,17 @@ names a call backend's grad-enabled artifact ``grad`` (format 3 called it ``forw
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import collector
 from .constants import MANIFEST_FORMAT, MANIFEST_VERSION
+from .records import record
 
 if TYPE_CHECKING:
     import zipfile
@@ -67,7 +68,7 @@ ROLES = {
 TRAINING_VERSIONS = (1, 2)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TrainingRecord:
     """How a training entry's ``forward`` and ``backward`` artifacts connect (flat rules;
     made by :mod:`aot_build.compile.joint`, used by :mod:`aot_build.load.autograd`).
@@ -157,7 +158,7 @@ class TrainingRecord:
 DimSpec = int | str | dict[str, Any]
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class InputTensor:
     """What a tensor argument must look like.
 
@@ -177,7 +178,7 @@ class InputTensor:
     stride: tuple[int, ...] = ()
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class Leaf:
     """One flattened argument: a tensor (``tensor`` set) or a plain value baked into the
     artifact (``value``, encoded by :mod:`aot_build.values`), which calls must repeat."""
@@ -186,7 +187,7 @@ class Leaf:
     value: Any = None
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class OutLeaf:
     """One flattened output.
 
@@ -204,7 +205,7 @@ class OutLeaf:
     index: int = -1
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class Artifact:
     """One compiled file for one target.
 
@@ -227,7 +228,7 @@ class Artifact:
     role: str = ROLE_INFERENCE
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class Variant:
     """Compiled forms of an entry for one set of example inputs.
 
@@ -287,7 +288,7 @@ class Variant:
         return ", ".join(parts) + ones
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class Entry:
     """One ``@aot_entry`` function or method. ``source`` is ``path/to/mod.py:LINE``."""
 
@@ -317,13 +318,13 @@ def _file_name(name: Any, where: str) -> str:
     return name
 
 
-@dataclass(repr=False)
+@record(repr=False)
 class FileRecord:
     sha256: str
     size: int
 
 
-@dataclass
+@record
 class Manifest:
     """Everything a wheel's shim needs to know about one top-level package."""
 
@@ -356,7 +357,8 @@ class Manifest:
             parse = _entry_v1 if self.read_version == 1 else _entry
             raw = self.unparsed.pop(key)
             try:
-                self.entries[key] = parse(self._record(key, raw) if isinstance(raw, str) else raw)
+                with collector.paused():
+                    self.entries[key] = parse(self._record(key, raw) if isinstance(raw, str) else raw)
             except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
                 raise ManifestError(
                     f"{self.where}: damaged entry {key} ({type(exc).__name__}: {exc})"
@@ -380,13 +382,7 @@ class Manifest:
                 f"{self.where}: entry {key}: its record {name} is damaged (sha256 differs from the "
                 "manifest); reinstall the package"
             )
-        collecting = gc.isenabled()
-        gc.disable()  # millions of small objects: the cyclic collector would walk torch's too
-        try:
-            return json.loads(data)
-        finally:
-            if collecting:
-                gc.enable()
+        return json.loads(data)
 
     def to_json(self, records: dict[str, str] | None = None) -> str:
         """The manifest as JSON: entries inline, or (``records``) by the names of their files."""

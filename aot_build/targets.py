@@ -11,10 +11,10 @@ import functools
 import os
 import platform
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from .constants import ENV_CROSS_TORCH
+from .records import record
 
 #: CPU targets by architecture, best first. An architecture not listed gets ``cpu-baseline``
 #: (the compiler's default for it, no vector ISA): every build host torch runs on has one.
@@ -90,7 +90,7 @@ HOST_CPU_ALIAS = "cpu-host"
 _CUDA_RE = re.compile(r"^cuda-sm(\d+)(\d)$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     """One device target.
 

@@ -70,11 +70,11 @@ import difflib
 import importlib
 import threading
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..constants import BACKEND_AOTI
+from ..records import record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,7 +107,7 @@ TRAINING_GRAD = "grad"
 TRAINING_NONE = "none"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Capabilities:
     """What a backend needs and offers; the build, its cache, the Bazel steps and packaging
     act on these, never on a backend's name.
@@ -151,7 +151,7 @@ def capabilities(backend: Backend) -> Capabilities:
     return declared if isinstance(declared, Capabilities) else default_capabilities(backend.convention)
 
 
-@dataclass
+@record
 class Built:
     """One compiled file, named by its content, in the request's output folder.
 
@@ -168,7 +168,7 @@ class Built:
     isa: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProgramRequest:
     """A :data:`FLAT` backend's request: one lifted program to compile for one target.
 
@@ -195,7 +195,7 @@ class ProgramRequest:
     batch: int = 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FunctionRequest:
     """A :data:`CALL` backend's request: the entry's Python function to compile for one target,
     in the build process, from one variant's example arguments.

@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from .. import collector
 from ..errors import EntryError
 from ..names import in_package
 from .calls import CallSignature
@@ -232,11 +233,12 @@ class AotEntry:
         return call(*args, **kwargs)
 
     def _bind(self) -> Callable[..., Any]:
-        from ..load.shim import bind  # the run-side half; imports torch
-
         with self._lock:
             if self._call is None:
-                self._call = bind(self)
+                with collector.paused():  # the shim's modules, the entry's record
+                    from ..load.shim import bind  # the run-side half; imports torch
+
+                    self._call = bind(self)
             return self._call
 
     def __repr__(self) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..names import import_ref
 from .checks import KINDS, MISSING, Check, problem
-from .paths import ObjPath, PathError, dict_keys, resolve, root_module
+from .paths import ObjPath, PathError, dict_keys, resolve, root_module, root_object, step
 from .tree import StateTree
 
 #: Node opcodes (the C evaluator uses the same numbers).
@@ -66,6 +66,9 @@ class BoundState:
         #: The bound constant of each check, aligned with :attr:`flat`.
         self.consts: list[Any] = []
         self.program = self._bind()
+        #: Per weight, the nodes it is read at (the first one is read on each call).
+        self.weight_nodes = tree.weight_nodes()
+        self._weight_paths: list[list[ObjPath]] | None = None
         self._native = native.Evaluator(self.program) if native is not None else None
         self.check: Callable[[Any, Any], int] = (
             self._native.check if self._native is not None else self.check_python
@@ -80,29 +83,37 @@ class BoundState:
     def _bind(self) -> list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]]:
         program = []
         refs: dict[tuple[str, str], Any] = {}  # the classes and objects named, each resolved once
+        flat, consts = self.flat, self.consts
+        kinds, step_ops = KINDS, STEP_OPS
         for i, node in enumerate(self.tree.nodes):
             if node.parent < 0:
                 op, key = self._root(node.step, node.key)
             else:
-                op, key = STEP_OPS[node.step], node.key
+                op, key = step_ops[node.step], node.key
             checks = []
             for c in node.checks:
-                kind = KINDS[c.kind]
-                # a local function's code is recognised by its fingerprint, at its path now
-                code_id = c.kind == "id" and isinstance(c.expect, dict) and "code" in c.expect
-                at = self._found(i) if code_id else None
-                named = (c.kind, str(c.expect)) if c.kind in ("type", "id") and not code_id else None
+                ckind, expect = c
+                kind = kinds[ckind]
+                named: tuple[str, str] | None = None
                 try:
-                    const = refs[named] if named in refs else kind.bind(c.expect, at)
+                    if ckind == "type" or ckind == "id":
+                        # a local function's code is recognised by its fingerprint, at its path now
+                        if ckind == "id" and isinstance(expect, dict) and "code" in expect:
+                            const = kind.bind(expect, self._found(i))
+                        else:
+                            named = (ckind, str(expect))
+                            const = refs[named] if named in refs else kind.bind(expect, None)
+                    else:
+                        const = kind.bind(expect, None)
                 except (ValueError, TypeError, KeyError, IndexError) as exc:
                     raise BindError(
-                        f"node {i} ({self.tree.path(i).label()}): bad {c.kind} check: {exc}"
+                        f"node {i} ({self.tree.path(i).label()}): bad {ckind} check: {exc}"
                     ) from exc
                 if named is not None:
                     refs[named] = const
-                checks.append((len(self.flat), kind.opcode, const))
-                self.flat.append((i, c))
-                self.consts.append(const)
+                checks.append((len(flat), kind.opcode, const))
+                flat.append((i, c))
+                consts.append(const)
             program.append((node.parent, op, key, tuple(checks)))
         return program
 
@@ -179,7 +190,7 @@ class BoundState:
         if check.kind == "same":
             return KINDS["same"].explain(path.label(), obj, self.tree.path(int(check.expect)).label())
         if check.kind == "weight":
-            first = self.tree.weight_paths()[int(check.expect)][0]
+            first = self.weight_paths()[int(check.expect)][0]
             if first != path and weights is not None and obj is not weights[int(check.expect)]:
                 # the weights were read again by their first paths: this one leads elsewhere
                 return (
@@ -200,11 +211,35 @@ class BoundState:
         return 0 <= code < len(self.flat) and self.flat[code][1].kind == "weight"
 
     def weight_paths(self) -> list[list[ObjPath]]:
-        return self.tree.weight_paths()
+        if self._weight_paths is None:
+            self._weight_paths = self.tree.weight_paths()
+        return self._weight_paths
+
+    def weight_labels(self) -> list[str]:
+        """Each weight's first path, in words."""
+        return [paths[0].label() for paths in self.weight_paths()]
 
     def gather(self, self_obj: Any) -> list[Any]:
-        """The tensors at each weight's first path now (PathError when one is missing)."""
-        return [resolve(paths[0], self_obj, self.fn) for paths in self.tree.weight_paths()]
+        """The tensors at each weight's first path now (PathError when one is missing). Each
+        node is read once: a model's weights share most of their paths."""
+        nodes = self.tree.nodes
+        objs: dict[int, Any] = {}
+
+        def at(i: int) -> Any:
+            obj = objs.get(i, MISSING)
+            if obj is MISSING:
+                n = nodes[i]
+                if n.parent < 0:
+                    obj = root_object((n.step, *n.key), self_obj, self.fn)
+                else:
+                    obj = step(at(n.parent), n.step, n.key)
+                objs[i] = obj
+            return obj
+
+        try:
+            return [at(first[0]) for first in self.weight_nodes]
+        except PathError:  # again by whole paths, for the message naming where it ends
+            return [resolve(paths[0], self_obj, self.fn) for paths in self.weight_paths()]
 
 
 def _read(op: int, key: Any, parent: Any) -> Any:

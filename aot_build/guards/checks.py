@@ -29,11 +29,11 @@ import hashlib
 import sys
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import values
 from ..names import import_ref, qualified_name
+from ..records import record
 from .paths import dict_keys
 
 #: A constant that no object is: what an identity that cannot be found again binds to.
@@ -47,7 +47,7 @@ class Check(NamedTuple):
     expect: Any = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Kind:
     """One kind of check; see the module docstring.
 

@@ -17,14 +17,15 @@ A root node has parent -1 and its root (``["global", module, name]``, ``["ref", 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
+from ..records import record
 from .checks import KINDS, Check
 from .paths import ROOTS, ObjPath, check_root, decode_step, encode_key
 
 
-@dataclass(frozen=True, repr=False)
+@record(frozen=True, repr=False)
 class TensorSpec:
     """Static description of one tensor (a weight).
 
@@ -68,7 +69,7 @@ class Node(NamedTuple):
     checks: tuple[Check, ...] = ()
 
 
-@dataclass
+@record
 class StateTree:
     """See the module docstring."""
 
@@ -90,13 +91,17 @@ class StateTree:
             for c in n.checks:
                 yield i, c
 
-    def weight_paths(self) -> list[list[ObjPath]]:
-        """Per weight: every path it is read through, the one read on each call first."""
-        out: list[list[ObjPath]] = [[] for _ in self.weights]
+    def weight_nodes(self) -> list[list[int]]:
+        """Per weight: every node it is read at, the one read on each call first."""
+        out: list[list[int]] = [[] for _ in self.weights]
         for i, c in self.checks():
             if c.kind == "weight":
-                out[int(c.expect)].append(self.path(i))
+                out[int(c.expect)].append(i)
         return out
+
+    def weight_paths(self) -> list[list[ObjPath]]:
+        """Per weight: every path it is read through, the one read on each call first."""
+        return [[self.path(i) for i in nodes] for nodes in self.weight_nodes()]
 
     def count(self) -> dict[str, int]:
         """Checks per kind (``weight`` excluded)."""
@@ -139,40 +144,44 @@ class StateTree:
 
     @classmethod
     def from_json(cls, raw: Any) -> StateTree:
-        """Parse and validate; ValueError (or KeyError/TypeError) on anything malformed."""
+        """Parse and validate; ValueError (or KeyError/TypeError) on anything malformed.
+        One pass over the nodes: an entry's first call parses thousands."""
         nodes: list[Node] = []
+        read: dict[int, int] = {}  # weight -> the first node that reads it
+        same: list[tuple[int, Any]] = []
+        kinds = KINDS
         for i, item in enumerate(raw["nodes"]):
-            parent, step, key, checks = item
+            parent, step, key, raw_checks = item
             if type(parent) is not int or not -1 <= parent < i:
                 raise ValueError(f"node {i}: bad parent {parent!r}")
+            checks = []
+            for kind, expect in raw_checks:
+                if kind not in kinds:
+                    raise ValueError(f"node {i}: unknown check kind {kind!r}")
+                if kind == "weight" or kind == "same":
+                    if type(expect) is not int:
+                        raise ValueError(f"node {i}: bad {kind} index {expect!r}")
+                    if kind == "weight":
+                        read.setdefault(expect, i)
+                    else:
+                        same.append((i, expect))
+                checks.append(Check(kind, expect))
             if parent < 0:
                 root = check_root([step, *key])
-                node = Node(-1, root[0], root[1:], _checks(checks, i))
+                nodes.append(Node(-1, root[0], root[1:], tuple(checks)))
             else:
                 kind, decoded = decode_step(step, key)
-                node = Node(parent, kind, decoded, _checks(checks, i))
-            nodes.append(node)
+                nodes.append(Node(parent, kind, decoded, tuple(checks)))
         weights = [TensorSpec.from_json(w) for w in raw["weights"]]
-        tree = cls(nodes, weights)
-        for i, c in tree.checks():
-            if c.kind in ("same", "weight") and type(c.expect) is not int:
-                raise ValueError(f"node {i}: bad {c.kind} index {c.expect!r}")
-            if c.kind == "same" and not 0 <= c.expect < len(nodes):
-                raise ValueError(f"node {i}: same as missing node {c.expect}")
-            if c.kind == "weight" and not 0 <= c.expect < len(weights):
-                raise ValueError(f"node {i}: missing weight {c.expect}")
-        if any(not paths for paths in tree.weight_paths()):
+        for i, other in same:
+            if not 0 <= other < len(nodes):
+                raise ValueError(f"node {i}: same as missing node {other}")
+        for w, i in read.items():
+            if not 0 <= w < len(weights):
+                raise ValueError(f"node {i}: missing weight {w}")
+        if len(read) != len(weights):
             raise ValueError("a weight is read through no path")
-        return tree
-
-
-def _checks(raw: Any, i: int) -> tuple[Check, ...]:
-    out = []
-    for kind, expect in raw:
-        if kind not in KINDS:
-            raise ValueError(f"node {i}: unknown check kind {kind!r}")
-        out.append(Check(str(kind), expect))
-    return tuple(out)
+        return cls(nodes, weights)
 
 
 class TreeBuilder:

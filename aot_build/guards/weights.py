@@ -11,19 +11,21 @@ tensors still have the metadata they were verified with (``model.half()`` and
 
 from __future__ import annotations
 
+import functools
 import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ..records import record
 from .paths import PathError
 from .tree import TensorSpec
 
 _TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
-@dataclass
+@record
 class Held:
     """Verified weights: the tensors, their metadata checker, and whether any needs grad."""
 
@@ -37,16 +39,20 @@ class WeightCache:
 
     Args:
         specs: the manifest's spec of each weight.
-        labels: the first path of each weight, for messages.
+        labels: gives the first path of each weight, for messages (called when first needed).
         gather: ``gather(self_obj) -> tensors``: each weight read by its path now.
     """
 
-    def __init__(self, specs: list[TensorSpec], labels: list[str], gather: Any) -> None:
+    def __init__(self, specs: list[TensorSpec], labels: Callable[[], list[str]], gather: Any) -> None:
         self.specs = specs
-        self.labels = labels
+        self._labels = labels
         self._gather = gather
         self._shared: Held | None = None
         self._by_instance: weakref.WeakKeyDictionary[Any, Held] = weakref.WeakKeyDictionary()
+
+    @functools.cached_property
+    def labels(self) -> list[str]:
+        return self._labels()
 
     def get(self, self_obj: Any) -> Held | None:
         """The weights held for ``self_obj`` (None: not read yet)."""
@@ -63,10 +69,10 @@ class WeightCache:
             tensors = self._gather(self_obj)
         except PathError as exc:
             return f"a weight no longer exists ({exc})"
-        for t, spec, label in zip(tensors, self.specs, self.labels, strict=True):
+        for i, (t, spec) in enumerate(zip(tensors, self.specs, strict=True)):
             problem = weight_problem(t, spec)
             if problem:
-                return f"weight {label} {problem}"
+                return f"weight {self.labels[i]} {problem}"
         held = Held(tuple(tensors), tensor_guards(tuple(tensors)), any(t.requires_grad for t in tensors))
         if self_obj is None:
             self._shared = held

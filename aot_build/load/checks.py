@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from .. import values
 from ..manifest import UNBOUNDED, InputTensor, Variant
+from ..records import record
 
 _TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 _ACCESS = {"param": "_parameters", "buffer": "_buffers", "child": "_modules"}
@@ -37,7 +37,7 @@ def _dtype(name: str) -> torch.dtype:
     return d
 
 
-@dataclass
+@record
 class Failure:
     """What a failed check means: the fallback reason, a stable key for warning once,
     and a function that describes the failure for this call."""

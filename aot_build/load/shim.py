@@ -21,20 +21,20 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import backends, trees, values
+from .. import backends, collector, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..guards.bound import BindError, BoundState
 from ..guards.weights import Held, WeightCache
 from ..manifest import ROLE_BACKWARD, ROLE_FORWARD, ROLE_GRAD, ROLE_INFERENCE, Artifact, Manifest, Variant
 from ..names import package_root
+from ..records import record
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
 from .artifacts import artifact_dir, evaluator_for, manifest_for, verify
 from .checks import EXCEPTION, Check, CheckBuilder, RefusingCheck
@@ -229,7 +229,8 @@ class _VariantRunner:
         """The guard tree bound in this process, on first use (a tree that cannot be bound
         makes every call fall back, with the reason)."""
         try:
-            return BoundState(self.variant.state, self.function, self.native)
+            with collector.paused():  # thousands of nodes, kept for the process
+                return BoundState(self.variant.state, self.function, self.native)
         except (BindError, ValueError, TypeError) as exc:
             return Miss("manifest", f"cannot bind its guards: {exc}", "guards")
 
@@ -237,8 +238,7 @@ class _VariantRunner:
     def weights(self) -> WeightCache:
         state = self.state
         assert isinstance(state, BoundState)
-        labels = [paths[0].label() for paths in state.weight_paths()]
-        return WeightCache(self.variant.state.weights, labels, state.gather)
+        return WeightCache(self.variant.state.weights, state.weight_labels, state.gather)
 
     def state_check(self, self_obj: Any) -> Held | Miss:
         """Every guard on package state, and the weights to pass: held ones while their paths
@@ -248,7 +248,10 @@ class _VariantRunner:
             return state
         cache = self.weights
         held = cache.get(self_obj)
-        # weights not read yet fail their first weight check: every other check comes first
+        if held is None and cache.specs:  # first call (for this instance): read them now
+            fresh = cache.read(self_obj)
+            # one that cannot be used fails its weight check below: every other check comes first
+            held = None if isinstance(fresh, str) else fresh
         code = state.check(self_obj, held.tensors if held is not None else ())
         if code != -1 and state.is_weight(code):
             fresh = cache.read(self_obj)
@@ -274,9 +277,10 @@ class _VariantRunner:
     def check(self) -> Check | RefusingCheck:
         """Generated on first use: most calls of an entry meet one variant only."""
         try:
-            return CheckBuilder(
-                self.variant, "cuda" in self.by_device, self._size_one_symbols, self.trains, self.mutated
-            ).build()
+            with collector.paused():
+                return CheckBuilder(
+                    self.variant, "cuda" in self.by_device, self._size_one_symbols, self.trains, self.mutated
+                ).build()
         except MemoryError:  # not remembered: the caller falls back and the next call tries again
             raise
         except Exception as exc:  # a record the generator cannot use: fall back, never crash
@@ -742,7 +746,7 @@ class _Bound:
         return self.fallback(variant.failure(code, self_obj, leaves), args, kwargs)
 
 
-@dataclass
+@record
 class _Structure:
     """Variants sharing one argument structure, by dispatch key."""
 

@@ -1,0 +1,189 @@
+"""Record classes for the modules the shim imports: dataclasses that cost ~10 µs to define.
+
+``@dataclass`` generates each class's ``__init__``, ``__eq__``, ``__repr__`` (and, frozen,
+``__setattr__``, ``__delattr__``, ``__hash__``) as source text and compiles it: 150–500 µs per
+class on the 2-core machines here. The first call of an entry defines about twenty record
+classes (manifest, guard tree, targets, checks), which was a third of importing the shim. A
+:func:`record` class behaves as the dataclass would, from shared generic methods compiled once:
+
+* an ``__init__`` taking the fields positionally or by name, with defaults and
+  ``field(default_factory=...)``; ``__post_init__`` is called when defined;
+* ``__eq__`` over the fields with ``compare=True`` (same class only), ``__repr__`` over the
+  fields with ``repr=True``; ``repr=False`` keeps the class's own ``__repr__`` or object's;
+* ``frozen=True``: assigning or deleting an attribute raises
+  :class:`dataclasses.FrozenInstanceError`, and the record hashes by its compared fields;
+  otherwise, as a dataclass with ``eq``, it is unhashable;
+* ``dataclasses.fields``, ``replace``, ``asdict`` and ``is_dataclass`` work on it (see
+  :func:`_dataclass_field`).
+
+Not supported (a class needing them stays a ``@dataclass``): ``order``, ``slots``, ``kw_only``,
+``InitVar``, ``init=False`` fields, inheriting fields from a base class. Build-only modules use
+``@dataclass``; the run path pays for every class it defines, so it uses this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # only tells type checkers that a record is a dataclass
+    try:
+        from typing_extensions import dataclass_transform
+    except ImportError:
+
+        def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+            return lambda f: f
+
+
+T = TypeVar("T", bound=type)
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def _dataclass_field(name: str, default: Any) -> dataclasses.Field[Any]:
+    """A :class:`dataclasses.Field` for ``name`` as ``@dataclass`` makes it, so that the
+    standard functions (``fields``, ``replace``, ``asdict``) accept records. They keep only
+    fields whose private ``_field_type`` is the private ``dataclasses._FIELD`` (the other
+    kinds are ClassVar and InitVar pseudo-fields); unchanged from Python 3.8 to 3.13, and
+    ``tests/unit/test_records.py`` fails if it changes."""
+    f: dataclasses.Field[Any] = (
+        default if isinstance(default, dataclasses.Field) else dataclasses.field(default=default)
+    )
+    f.name = name
+    f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
+    return f
+
+
+def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    annotations = inspect.get_annotations(cls)
+    fields = {}
+    for name, annotation in annotations.items():
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if text.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        default = cls.__dict__.get(name, _MISSING)
+        fields[name] = _dataclass_field(name, default)
+        fields[name].type = annotation
+        if default is not _MISSING and isinstance(default, dataclasses.Field):
+            # as @dataclass: the class attribute is the plain default, or absent
+            if default.default is _MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, default.default)
+    for base in cls.__mro__[1:-1]:
+        if "__dataclass_fields__" in base.__dict__:
+            raise TypeError(f"@record {cls.__qualname__}: fields inherited from {base.__qualname__}")
+    return fields
+
+
+def _make_init(cls: type, fields: dict[str, dataclasses.Field[Any]], frozen: bool) -> Callable[..., None]:
+    names = tuple(fields)
+    defaults = {n: f.default for n, f in fields.items() if f.default is not _MISSING}
+    factories: dict[str, Any] = {
+        n: f.default_factory for n, f in fields.items() if f.default_factory is not _MISSING
+    }
+    required = [n for n in names if n not in defaults and n not in factories]
+    for n in names[len(required) :]:
+        if n in required:
+            raise TypeError(f"@record {cls.__qualname__}: non-default field {n!r} follows a default one")
+    post_init = getattr(cls, "__post_init__", None)
+    n_names = len(names)
+    qualname = cls.__qualname__
+    setter = object.__setattr__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > n_names:
+            raise TypeError(f"{qualname}() takes {n_names} arguments, {len(args)} given")
+        for name, value in zip(names, args, strict=False):
+            setter(self, name, value)
+        for name in names[len(args) :]:
+            if name in kwargs:
+                setter(self, name, kwargs.pop(name))
+            elif name in defaults:
+                setter(self, name, defaults[name])
+            elif name in factories:
+                setter(self, name, factories[name]())
+            else:
+                raise TypeError(f"{qualname}() missing argument {name!r}")
+        if kwargs:
+            extra = next(iter(kwargs))
+            raise TypeError(
+                f"{qualname}() got an unexpected argument {extra!r}"
+                + (" (given by position too)" if extra in names else "")
+            )
+        if post_init is not None:
+            post_init(self)
+
+    __init__.__qualname__ = f"{qualname}.__init__"
+    return __init__
+
+
+def _frozen_setattr(self: Any, name: str, value: Any) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _values(self: Any) -> tuple[Any, ...]:
+    return tuple(getattr(self, n) for n in type(self).__record_compared__)
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return _values(self) == _values(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(_values(self))
+
+
+def _repr(self: Any) -> str:
+    shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in type(self).__record_shown__)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def _process(cls: T, frozen: bool, eq: bool, repr: bool) -> T:
+    fields = _fields(cls)
+    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
+    cls.__match_args__ = tuple(fields)  # type: ignore[attr-defined,misc]
+    cls.__record_compared__ = tuple(n for n, f in fields.items() if f.compare)  # type: ignore[attr-defined]
+    cls.__record_shown__ = tuple(n for n, f in fields.items() if f.repr)  # type: ignore[attr-defined]
+    cls.__init__ = _make_init(cls, fields, frozen)  # type: ignore[misc]
+    if repr:
+        cls.__repr__ = _repr  # type: ignore[assignment]
+    if eq:
+        cls.__eq__ = _eq  # type: ignore[assignment]
+        if frozen:
+            cls.__hash__ = _hash  # type: ignore[assignment]
+        elif "__hash__" not in cls.__dict__:
+            cls.__hash__ = None  # type: ignore[assignment]
+    if frozen:
+        cls.__setattr__ = _frozen_setattr  # type: ignore[assignment]
+        cls.__delattr__ = _frozen_delattr  # type: ignore[assignment]
+    return cls
+
+
+@overload
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def record(cls: T, /) -> T: ...
+
+
+@overload
+def record(*, frozen: bool = False, eq: bool = True, repr: bool = True) -> Callable[[T], T]: ...
+
+
+def record(
+    cls: T | None = None, /, *, frozen: bool = False, eq: bool = True, repr: bool = True
+) -> T | Callable[[T], T]:
+    """``@record`` or ``@record(frozen=True, eq=..., repr=...)``: see the module docstring."""
+    if cls is not None:
+        return _process(cls, frozen, eq, repr)
+    return lambda c: _process(c, frozen, eq, repr)

@@ -1,0 +1,128 @@
+"""aot_build.records: record classes behave as the dataclasses they replace on the run path."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from dataclasses import field
+from typing import Any, ClassVar
+
+import pytest
+
+from aot_build import collector
+from aot_build.records import record
+
+
+def _pair(frozen: bool) -> tuple[type, type]:
+    """The same class as a @dataclass and as a @record."""
+
+    def body(decorate: Any) -> type:
+        @decorate
+        class Point:
+            """A point."""
+
+            KIND: ClassVar[str] = "point"
+            x: int
+            y: int = 0
+            tags: list[str] = field(default_factory=list)
+            note: str = field(default="", compare=False, repr=False)
+
+            def norm(self) -> int:
+                return abs(self.x) + abs(self.y)
+
+        return Point
+
+    return body(dataclasses.dataclass(frozen=frozen)), body(record(frozen=frozen))
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_record_behaves_as_the_dataclass(frozen: bool) -> None:
+    dc, rc = _pair(frozen)
+    for args, kwargs in [((1,), {}), ((1, 2), {}), ((), {"x": 3, "tags": ["a"]}), ((1, 2, ["t"], "n"), {})]:
+        d, r = dc(*args, **kwargs), rc(*args, **kwargs)
+        assert repr(r) == repr(d)
+        assert dataclasses.asdict(r) == dataclasses.asdict(d)
+        assert r.norm() == d.norm()
+        assert (r == rc(*args, **kwargs)) and not (r == d)  # another class is never equal
+    assert [f.name for f in dataclasses.fields(rc)] == [f.name for f in dataclasses.fields(dc)]
+    assert dataclasses.is_dataclass(rc) and dataclasses.is_dataclass(rc(1))
+    assert rc(1, note="a") == rc(1, note="b")  # compare=False
+    assert rc(1) != rc(2)
+    assert rc(1).tags is not rc(1).tags  # a fresh default per instance
+    assert dataclasses.replace(rc(1, 2), y=5) == rc(1, 5)
+    assert rc.KIND == "point" and "KIND" not in [f.name for f in dataclasses.fields(rc)]
+    assert rc.__match_args__ == dc.__match_args__
+    if frozen:
+        assert hash(rc(1, 2, ("a",))) == hash(rc(1, 2, ("a",)))  # type: ignore[arg-type]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            rc(1).x = 2
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del rc(1).x
+    else:
+        with pytest.raises(TypeError):
+            hash(rc(1))  # as a dataclass with eq: unhashable
+        r = rc(1)
+        r.x = 7
+        assert r.x == 7
+
+
+def test_bad_calls_raise_as_a_function_would() -> None:
+    _, rc = _pair(False)
+    with pytest.raises(TypeError, match="missing argument 'x'"):
+        rc()
+    with pytest.raises(TypeError, match="unexpected argument 'z'"):
+        rc(1, z=2)
+    with pytest.raises(TypeError, match="given by position too"):
+        rc(1, x=2)
+    with pytest.raises(TypeError, match="takes 4 arguments, 5 given"):
+        rc(1, 2, [], "", 5)
+
+
+def test_options_post_init_and_refused_classes() -> None:
+    @record(repr=False, eq=False)
+    class Plain:
+        a: int
+
+        def __post_init__(self) -> None:
+            self.doubled = self.a * 2
+
+    p = Plain(2)
+    assert p.doubled == 4
+    assert repr(p).startswith("<") and p != Plain(2) and hash(p)  # object's repr, eq and hash
+
+    with pytest.raises(TypeError, match="non-default field 'b' follows a default one"):
+
+        @record
+        class Bad:
+            a: int = 0
+            b: int
+
+    @record
+    class Base:
+        a: int
+
+    with pytest.raises(TypeError, match="fields inherited from"):
+
+        @record
+        class Child(Base):
+            b: int
+
+
+def test_the_collector_pauses_and_restores() -> None:
+    assert gc.isenabled()
+    with collector.paused():
+        assert not gc.isenabled()
+        with collector.paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block leaves the outer one's pause
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector.paused():
+            pass
+        assert not gc.isenabled()  # a caller's own pause is kept
+    finally:
+        gc.enable()
+    with pytest.raises(KeyError), collector.paused():
+        raise KeyError("x")
+    assert gc.isenabled()
