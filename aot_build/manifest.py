@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     import zipfile
 from .errors import ManifestError
 from .guards.tree import StateTree, TensorSpec
-from .guards.upgrade import upgrade_state
 
 #: Upper bound stored for a dynamic dimension torch.export left unbounded.
 UNBOUNDED = 2**63 - 1
@@ -606,7 +605,14 @@ def _state(raw: dict[str, Any]) -> StateTree:
     """A variant's guard tree; formats 2 and 3 listed guards and weights instead."""
     if "state" in raw:
         return StateTree.from_json(raw["state"])
-    return upgrade_state(raw["guards"], raw["weights"])
+    return _upgraded(raw["guards"], raw["weights"])
+
+
+def _upgraded(guards: Any, weights: Any) -> StateTree:
+    """Format 2 and 3's guards and weights as a guard tree (older wheels only)."""
+    from .guards.upgrade import upgrade_state  # not imported by a current wheel's first call
+
+    return upgrade_state(guards, weights)
 
 
 def _entry_json(e: Entry) -> dict[str, Any]:
@@ -692,7 +698,7 @@ def _variant_v1(raw: dict[str, Any]) -> Variant:
         leaves=tuple(leaves),
         outputs=outputs,
         out_leaves=tuple(OutLeaf("tensor") for _ in range(n_out)),
-        state=upgrade_state(guards, weights),
+        state=_upgraded(guards, weights),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
         artifacts=tuple(_artifact(a, grad_role=False) for a in raw["artifacts"]),
     )

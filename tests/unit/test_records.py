@@ -126,3 +126,34 @@ def test_the_collector_pauses_and_restores() -> None:
     with pytest.raises(KeyError), collector.paused():
         raise KeyError("x")
     assert gc.isenabled()
+
+
+def test_the_run_path_defines_no_dataclass_and_imports_no_build_module() -> None:
+    """What a first call imports: the shim's modules define their data classes as records
+    (a @dataclass costs 150-500 µs to define) and import nothing of the build side."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dataclasses, torch\n"
+        "before = set(sys.modules)\n"
+        "import aot_build.load.shim\n"
+        "new = sorted(m for m in sys.modules if m not in before and m.startswith('aot_build'))\n"
+        "print(' '.join(new))\n"
+        "for m in new:\n"
+        "    for v in list(vars(sys.modules[m]).values()):\n"
+        "        if isinstance(v, type) and v.__module__ == m and '__dataclass_params__' in vars(v):\n"
+        "            print('DATACLASS', m, v.__qualname__)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = proc.stdout.splitlines()
+    imported = lines[0].split()
+    assert "aot_build.manifest" in imported and "aot_build.guards.bound" in imported
+    build_side = [
+        m
+        for m in imported
+        if m.startswith(("aot_build.compile", "aot_build.package", "aot_build.discover"))
+        or m in ("aot_build.guards.capture", "aot_build.guards.upgrade", "aot_build.settings")
+    ]
+    assert build_side == []
+    assert [line for line in lines[1:] if line.startswith("DATACLASS")] == []
