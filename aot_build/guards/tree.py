@@ -150,6 +150,7 @@ class StateTree:
         read: dict[int, int] = {}  # weight -> the first node that reads it
         same: list[tuple[int, Any]] = []
         kinds = KINDS
+        new = tuple.__new__  # Node(...) and Check(...) without their Python-level __new__
         for i, item in enumerate(raw["nodes"]):
             parent, step, key, raw_checks = item
             if type(parent) is not int or not -1 <= parent < i:
@@ -165,13 +166,13 @@ class StateTree:
                         read.setdefault(expect, i)
                     else:
                         same.append((i, expect))
-                checks.append(Check(kind, expect))
+                checks.append(new(Check, (kind, expect)))
             if parent < 0:
                 root = check_root([step, *key])
-                nodes.append(Node(-1, root[0], root[1:], tuple(checks)))
+                nodes.append(new(Node, (-1, root[0], root[1:], tuple(checks))))
             else:
                 kind, decoded = decode_step(step, key)
-                nodes.append(Node(parent, kind, decoded, tuple(checks)))
+                nodes.append(new(Node, (parent, kind, decoded, tuple(checks))))
         weights = [TensorSpec.from_json(w) for w in raw["weights"]]
         for i, other in same:
             if not 0 <= other < len(nodes):
