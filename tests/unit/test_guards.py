@@ -206,6 +206,25 @@ def test_method_entry_guards_its_instance(pkg: types.ModuleType, evaluator: Any)
     assert "self.lin" in check.explain(check())
 
 
+def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType, evaluator: Any) -> None:
+    """gather reads each shared prefix once and finds the tensors that resolving every
+    weight's first path finds; when a path breaks, its PathError names the step."""
+    check = Checker(pkg.Gate.forward, evaluator, self_obj=pkg.GATE)
+    paths = check.python.weight_paths()
+    assert len(paths) >= 2  # the weight and the bias share the prefix self.lin
+    by_path = [resolve(p[0], pkg.GATE, pkg.Gate.forward) for p in paths]
+    gathered = check.python.gather(pkg.GATE)
+    assert len(gathered) == len(by_path) and all(a is b for a, b in zip(gathered, by_path, strict=True))
+    other = pkg.Gate().eval()
+    del other.lin
+    with pytest.raises(PathError) as err:
+        check.python.gather(other)
+    with pytest.raises(PathError) as by_resolve:
+        resolve(paths[0][0], other, pkg.Gate.forward)
+    assert str(err.value) == str(by_resolve.value)
+    assert check.python.weight_labels() == [p[0].label() for p in paths]
+
+
 REFUSED = [
     (
         "numpy_array",
