@@ -67,6 +67,12 @@ def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
         if text.startswith(("ClassVar", "typing.ClassVar")):
             continue
         default = cls.__dict__.get(name, _MISSING)
+        if not isinstance(default, dataclasses.Field) and type(default).__hash__ is None:
+            # as @dataclass: every instance would share (and change) one list or dict
+            raise ValueError(
+                f"@record {cls.__qualname__}: mutable default {type(default).__name__} for field "
+                f"{name!r}; use field(default_factory={type(default).__name__})"
+            )
         fields[name] = _dataclass_field(name, default)
         fields[name].type = annotation
         if default is not _MISSING and isinstance(default, dataclasses.Field):

@@ -97,6 +97,14 @@ def test_options_post_init_and_refused_classes() -> None:
             a: int = 0
             b: int
 
+    with pytest.raises(
+        ValueError, match=r"mutable default list for field 'a'; use field\(default_factory=list\)"
+    ):
+
+        @record
+        class Shared:
+            a: list[int] = []  # noqa: RUF012
+
     @record
     class Base:
         a: int
