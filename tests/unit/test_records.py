@@ -105,6 +105,12 @@ def test_options_post_init_and_refused_classes() -> None:
         class Shared:
             a: list[int] = []  # noqa: RUF012
 
+    with pytest.raises(TypeError, match="init=False and kw_only need @dataclass"):
+
+        @record
+        class Hidden:
+            a: int = field(default=0, init=False)
+
     @record
     class Base:
         a: int
