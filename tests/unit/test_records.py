@@ -66,6 +66,21 @@ def test_a_record_behaves_as_the_dataclass(frozen: bool) -> None:
         assert r.x == 7
 
 
+def test_records_pickle_and_copy() -> None:
+    """Records cross process boundaries (build workers, a backend's own pool) and get copied."""
+    import copy
+    import pickle
+
+    from aot_build.guards.tree import TensorSpec
+    from aot_build.manifest import Artifact
+
+    for obj in (Artifact("cpu-avx2", "cpu", "aoti", "x.so"), TensorSpec((2, 3), "float32", "cpu", (3, 1))):
+        for again in (pickle.loads(pickle.dumps(obj)), copy.deepcopy(obj), copy.copy(obj)):
+            assert again == obj and again is not obj
+    spec = TensorSpec((2,), "float32", "cpu", (1,))
+    assert hash(pickle.loads(pickle.dumps(spec))) == hash(spec)
+
+
 def test_bad_calls_raise_as_a_function_would() -> None:
     _, rc = _pair(False)
     with pytest.raises(TypeError, match="missing argument 'x'"):
