@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import reprlib
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -155,7 +156,8 @@ def _hash(self: Any) -> int:
     return hash(_values(self))
 
 
-def _repr(self: Any) -> str:
+@reprlib.recursive_repr()
+def _repr(self: Any) -> str:  # a record holding itself shows "...", as a dataclass does
     shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in type(self).__record_shown__)
     return f"{type(self).__qualname__}({shown})"
 

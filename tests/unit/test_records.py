@@ -52,6 +52,10 @@ def test_a_record_behaves_as_the_dataclass(frozen: bool) -> None:
     assert dataclasses.replace(rc(1, 2), y=5) == rc(1, 5)
     assert rc.KIND == "point" and "KIND" not in [f.name for f in dataclasses.fields(rc)]
     assert rc.__match_args__ == dc.__match_args__
+    looped, looped_dc = rc(1), dc(1)
+    looped.tags.append(looped)
+    looped_dc.tags.append(looped_dc)
+    assert repr(looped) == repr(looped_dc) and repr(looped).endswith("Point(x=1, y=0, tags=[...])")
     if frozen:
         assert hash(rc(1, 2, ("a",))) == hash(rc(1, 2, ("a",)))  # type: ignore[arg-type]
         with pytest.raises(dataclasses.FrozenInstanceError):
