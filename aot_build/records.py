@@ -46,7 +46,7 @@ T = TypeVar("T", bound=type)
 _MISSING: Any = dataclasses.MISSING
 
 
-def _dataclass_field(name: str, default: Any) -> dataclasses.Field[Any]:
+def _dataclass_field(name: str, annotation: Any, default: Any) -> dataclasses.Field[Any]:
     """A :class:`dataclasses.Field` for ``name`` as ``@dataclass`` makes it, so that the
     standard functions (``fields``, ``replace``, ``asdict``) accept records. They keep only
     fields whose private ``_field_type`` is the private ``dataclasses._FIELD`` (the other
@@ -56,6 +56,7 @@ def _dataclass_field(name: str, default: Any) -> dataclasses.Field[Any]:
         default if isinstance(default, dataclasses.Field) else dataclasses.field(default=default)
     )
     f.name = name
+    f.type = annotation
     f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]
     return f
 
@@ -68,31 +69,30 @@ def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
         if text.startswith(("ClassVar", "typing.ClassVar")):
             continue
         default = cls.__dict__.get(name, _MISSING)
-        if not isinstance(default, dataclasses.Field) and type(default).__hash__ is None:
-            # as @dataclass: every instance would share (and change) one list or dict
-            raise ValueError(
-                f"@record {cls.__qualname__}: mutable default {type(default).__name__} for field "
-                f"{name!r}; use field(default_factory={type(default).__name__})"
-            )
-        if isinstance(default, dataclasses.Field) and (not default.init or default.kw_only is True):
-            raise TypeError(
-                f"@record {cls.__qualname__}: field {name!r}: init=False and kw_only need @dataclass"
-            )
-        fields[name] = _dataclass_field(name, default)
-        fields[name].type = annotation
-        if default is not _MISSING and isinstance(default, dataclasses.Field):
+        if isinstance(default, dataclasses.Field):
+            if not default.init or default.kw_only is True:
+                raise TypeError(
+                    f"@record {cls.__qualname__}: field {name!r}: init=False and kw_only need @dataclass"
+                )
             # as @dataclass: the class attribute is the plain default, or absent
             if default.default is _MISSING:
                 delattr(cls, name)
             else:
                 setattr(cls, name, default.default)
+        elif type(default).__hash__ is None:
+            # as @dataclass: every instance would share (and change) one list or dict
+            raise ValueError(
+                f"@record {cls.__qualname__}: mutable default {type(default).__name__} for field "
+                f"{name!r}; use field(default_factory={type(default).__name__})"
+            )
+        fields[name] = _dataclass_field(name, annotation, default)
     for base in cls.__mro__[1:-1]:
         if "__dataclass_fields__" in base.__dict__:
             raise TypeError(f"@record {cls.__qualname__}: fields inherited from {base.__qualname__}")
     return fields
 
 
-def _make_init(cls: type, fields: dict[str, dataclasses.Field[Any]], frozen: bool) -> Callable[..., None]:
+def _make_init(cls: type, fields: dict[str, dataclasses.Field[Any]]) -> Callable[..., None]:
     names = tuple(fields)
     defaults = {n: f.default for n, f in fields.items() if f.default is not _MISSING}
     factories: dict[str, Any] = {
@@ -168,7 +168,7 @@ def _process(cls: T, frozen: bool, eq: bool, repr: bool) -> T:
     cls.__match_args__ = tuple(fields)  # type: ignore[attr-defined,misc]
     cls.__record_compared__ = tuple(n for n, f in fields.items() if f.compare)  # type: ignore[attr-defined]
     cls.__record_shown__ = tuple(n for n, f in fields.items() if f.repr)  # type: ignore[attr-defined]
-    cls.__init__ = _make_init(cls, fields, frozen)  # type: ignore[misc]
+    cls.__init__ = _make_init(cls, fields)  # type: ignore[misc]
     if repr:
         cls.__repr__ = _repr  # type: ignore[assignment]
     if eq:

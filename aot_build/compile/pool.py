@@ -29,7 +29,7 @@ from .. import backends
 from ..build_config import BuildConfig
 from ..errors import CompileError, compile_failure
 from ..targets import parse_target
-from ..toolchain import header_folder, keep_headers_in, write_wrapper
+from ..toolchain import header_folder, headers_in, keep_headers_in, write_wrapper
 from .units import Compiled, Source, Task
 
 
@@ -110,11 +110,10 @@ def compiling_here(tasks: list[Task], work: Path) -> Iterator[str]:
     name, env = _wrapper(tasks, work / "cxx")
     old = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
-    undo = keep_headers_in(header_folder(str(_inductor_root(work))))
     try:
-        yield name
+        with headers_in(header_folder(str(_inductor_root(work)))):
+            yield name
     finally:
-        undo()
         for key, value in old.items():
             if value is None:
                 os.environ.pop(key, None)

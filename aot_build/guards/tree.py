@@ -171,8 +171,8 @@ class StateTree:
                 root = check_root([step, *key])
                 nodes.append(new(Node, (-1, root[0], root[1:], tuple(checks))))
             else:
-                kind, decoded = decode_step(step, key)
-                nodes.append(new(Node, (parent, kind, decoded, tuple(checks))))
+                step_kind, decoded = decode_step(step, key)
+                nodes.append(new(Node, (parent, step_kind, decoded, tuple(checks))))
         weights = [TensorSpec.from_json(w) for w in raw["weights"]]
         for i, other in same:
             if not 0 <= other < len(nodes):
