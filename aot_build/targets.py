@@ -87,7 +87,7 @@ CPU_ALIAS = "cpu"
 HOST_CPU_ALIAS = "cpu-host"
 
 # The minor version is one digit, the major one or two: sm86 is 8.6, sm100 is 10.0.
-_CUDA_RE = re.compile(r"^cuda-sm(\d+)(\d)$")
+_CUDA_TARGET = r"^cuda-sm(\d+)(\d)$"  # compiled on first use: a CPU-only run never does
 
 
 @record(frozen=True)
@@ -164,7 +164,7 @@ def parse_target(name: str, arch: str | None = None) -> Target:
         name = host_cpu_targets()[0]
     if name in cpu_levels(arch):
         return Target(name, "cpu")
-    m = _CUDA_RE.match(name)
+    m = re.match(_CUDA_TARGET, name)
     if m:
         return Target(name, "cuda", (int(m.group(1)), int(m.group(2))))
     raise ValueError(

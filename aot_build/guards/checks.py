@@ -29,18 +29,18 @@ import hashlib
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import values
 from ..names import import_ref, qualified_name
-from ..records import record
+from ..records import TupleRecord, record
 from .paths import dict_keys
 
 #: A constant that no object is: what an identity that cannot be found again binds to.
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "<not found>"})()
 
 
-class Check(NamedTuple):
+class Check(TupleRecord):
     """One check: a :data:`KINDS` name and its expectation in manifest (JSON) form."""
 
     kind: str

@@ -15,17 +15,18 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import shlex
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..backends import Built
+
+# shlex and sysconfig (0.7 ms) are imported where the build uses them: the shim imports this
+# module for load() on an entry's first call.
 
 SOURCE = Path(__file__).with_name("_evaluator.c")
 #: The module's name (its init function is ``PyInit__aot_guards``).
@@ -40,6 +41,9 @@ class EvaluatorBuildError(RuntimeError):
 
 def c_compiler() -> list[str]:
     """The C compiler command: ``CC``, else the one Python was built with, else cc/gcc."""
+    import shlex
+    import sysconfig
+
     cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or ""
     words = shlex.split(cc)
     if words and shutil.which(words[0]):
@@ -67,6 +71,9 @@ def build(
     :func:`aot_build.compile.toolchain.floor_args`); ``strip``: the target's strip tool;
     ``source``: another revision of the evaluator (benchmarks/guard_eval.py).
     EvaluatorBuildError says what is missing (a compiler, Python's headers)."""
+    import shlex
+    import sysconfig
+
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").is_file():
         raise EvaluatorBuildError(

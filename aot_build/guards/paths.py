@@ -15,10 +15,11 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import values
 from ..names import import_ref
+from ..records import TupleRecord
 
 #: Roots: ``(kind, *args)``.
 ROOTS = {
@@ -68,7 +69,7 @@ def dict_keys(obj: Any) -> list[Any]:
     return list(dict.keys(obj) if type(obj) is dict else obj.keys())
 
 
-class ObjPath(NamedTuple):
+class ObjPath(TupleRecord):
     """A root (:data:`ROOTS`) and steps (:data:`STEPS`) below it.
 
     Args:

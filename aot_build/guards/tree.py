@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..records import record
+from ..records import TupleRecord, record
 from .checks import KINDS, Check
 from .paths import ROOTS, ObjPath, check_root, decode_step, encode_key
 
@@ -59,7 +59,7 @@ class TensorSpec:
         )
 
 
-class Node(NamedTuple):
+class Node(TupleRecord):
     """One object the guards read: the root or step that reaches it from its parent, and the
     checks made on it (a tuple: thousands are made when an entry is first called)."""
 
@@ -94,9 +94,10 @@ class StateTree:
     def weight_nodes(self) -> list[list[int]]:
         """Per weight: every node it is read at, the one read on each call first."""
         out: list[list[int]] = [[] for _ in self.weights]
-        for i, c in self.checks():
-            if c.kind == "weight":
-                out[int(c.expect)].append(i)
+        for i, n in enumerate(self.nodes):  # not self.checks(): a generator costs 2x here
+            for kind, expect in n.checks:
+                if kind == "weight":
+                    out[int(expect)].append(i)
         return out
 
     def weight_paths(self) -> list[list[ObjPath]]:
@@ -145,34 +146,49 @@ class StateTree:
     @classmethod
     def from_json(cls, raw: Any) -> StateTree:
         """Parse and validate; ValueError (or KeyError/TypeError) on anything malformed.
-        One pass over the nodes: an entry's first call parses thousands."""
+        One pass over the nodes: an entry's first call parses thousands. A check with a plain
+        expectation (a string, an int, a bool, None) is made once per tree and shared by every node
+        that makes it: most are the same few (``len 0`` on hook tables, a class's ``type``)."""
         nodes: list[Node] = []
         read: dict[int, int] = {}  # weight -> the first node that reads it
         same: list[tuple[int, Any]] = []
+        shared: dict[tuple[str, type, Any], Check] = {}  # by type too: 1, 1.0 and True are ==
         kinds = KINDS
         new = tuple.__new__  # Node(...) and Check(...) without their Python-level __new__
         for i, item in enumerate(raw["nodes"]):
             parent, step, key, raw_checks = item
             if type(parent) is not int or not -1 <= parent < i:
                 raise ValueError(f"node {i}: bad parent {parent!r}")
-            checks = []
-            for kind, expect in raw_checks:
-                if kind not in kinds:
-                    raise ValueError(f"node {i}: unknown check kind {kind!r}")
-                if kind == "weight" or kind == "same":
-                    if type(expect) is not int:
-                        raise ValueError(f"node {i}: bad {kind} index {expect!r}")
-                    if kind == "weight":
-                        read.setdefault(expect, i)
+            checks: tuple[Check, ...] = ()
+            if raw_checks:
+                made = []
+                for kind, expect in raw_checks:
+                    if kind not in kinds:
+                        raise ValueError(f"node {i}: unknown check kind {kind!r}")
+                    if kind == "weight" or kind == "same":
+                        if type(expect) is not int:
+                            raise ValueError(f"node {i}: bad {kind} index {expect!r}")
+                        if kind == "weight":
+                            read.setdefault(expect, i)
+                        else:
+                            same.append((i, expect))
+                    t = type(expect)
+                    if t is str or t is int or t is bool or expect is None:
+                        c = shared.get((kind, t, expect))
+                        if c is None:
+                            c = shared[(kind, t, expect)] = new(Check, (kind, expect))
                     else:
-                        same.append((i, expect))
-                checks.append(new(Check, (kind, expect)))
+                        c = new(Check, (kind, expect))
+                    made.append(c)
+                checks = tuple(made)
             if parent < 0:
                 root = check_root([step, *key])
-                nodes.append(new(Node, (-1, root[0], root[1:], tuple(checks))))
+                nodes.append(new(Node, (-1, root[0], root[1:], checks)))
+            elif step == "getattr" and type(key) is str:  # most steps: decode_step's answer, sooner
+                nodes.append(new(Node, (parent, step, key, checks)))
             else:
                 step_kind, decoded = decode_step(step, key)
-                nodes.append(new(Node, (parent, step_kind, decoded, tuple(checks))))
+                nodes.append(new(Node, (parent, step_kind, decoded, checks)))
         weights = [TensorSpec.from_json(w) for w in raw["weights"]]
         for i, other in same:
             if not 0 <= other < len(nodes):

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -67,12 +69,26 @@ def verify(path: Path, sha256: str) -> str | None:
     """None when ``path`` is a file inside its artifact folder with the expected hash, else
     what is wrong. A symbolic link is followed only while it stays inside the folder."""
     try:
-        real = path.resolve(strict=True)
-        if real.parent != path.parent.resolve(strict=True) or not real.is_file():
-            return f"artifact {path.name} is not a plain file in {path.parent} (it leads to {real})"
-        data = real.read_bytes()
+        real = path
+        if not stat.S_ISREG(os.lstat(path).st_mode):  # a plain file needs no resolving (µs per dir)
+            real = path.resolve(strict=True)
+            if real.parent != path.parent.resolve(strict=True) or not real.is_file():
+                return f"artifact {path.name} is not a plain file in {path.parent} (it leads to {real})"
+        digest = _sha256(real)
     except OSError as exc:
         return f"artifact {path.name} is missing or unreadable ({exc.strerror})"
-    if hashlib.sha256(data).hexdigest() != sha256:
+    if digest != sha256:
         return f"artifact {path.name} is damaged (sha256 differs from the manifest)"
     return None
+
+
+def _sha256(path: Path) -> str:
+    """The file's sha256, read in 64 KiB blocks into one buffer: reading a 1 MB library whole
+    into a new bytes object cost 0.7 ms more (page faults on the fresh allocation, 2026-12-06)."""
+    h = hashlib.sha256()
+    buf = bytearray(1 << 16)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()

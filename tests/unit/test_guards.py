@@ -557,3 +557,21 @@ def test_a_tensor_held_in_a_closure_cell_is_a_weight(pkg: types.ModuleType, eval
     assert check.python.is_weight(code)
     check.weights = tuple(check.python.gather(None))
     assert check() == -1 and check.weights[0] is pkg.SCALE_OF.__closure__[0].cell_contents
+
+
+def test_checks_shared_between_nodes_keep_their_types() -> None:
+    """The parser makes a check with a plain expectation once per tree: ``1``, ``True`` and
+    ``1.0`` are equal in Python and must stay three checks, each of its own type."""
+    nodes: list[Any] = [[-1, "global", [__name__, "OBJ"], []]]
+    expects = [1, True, 1.0, 0, False, None, "1", 1, True]
+    for i, e in enumerate(expects):
+        nodes.append([0, "getattr", f"a{i}", [["eq", e]]])
+    nodes.append([0, "getattr", "weird", [["eq", {"tuple": [1]}]]])
+    tree = StateTree.from_json({"nodes": nodes, "weights": []})
+    got = [n.checks[0].expect for n in tree.nodes[1 : len(expects) + 1]]
+    assert [(type(g), g) for g in got] == [(type(e), e) for e in expects]
+    assert tree.nodes[1].checks[0] is tree.nodes[8].checks[0]  # eq 1, twice: one check
+    assert tree.nodes[2].checks[0] is tree.nodes[9].checks[0]
+    assert tree.nodes[1].checks[0] is not tree.nodes[2].checks[0]  # 1 and True: two
+    bound = BoundState(tree, test_checks_shared_between_nodes_keep_their_types)
+    assert [type(c) for c in bound.consts[: len(expects)]] == [type(e) for e in expects]

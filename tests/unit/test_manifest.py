@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aot_build.constants import MANIFEST_FORMAT, MANIFEST_VERSION
 from aot_build.errors import ManifestError
@@ -371,3 +373,23 @@ def test_program_keys_are_made_and_parsed_in_one_place() -> None:
         assert ProgramKey.parse(str(key)) == key
     with pytest.raises(ValueError, match="role 'sideways'"):
         ProgramKey.parse("cpu/sideways")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet="aZ09_.-/ \\é\x00", max_size=6)
+    | st.text(max_size=140)
+    | st.sampled_from(["a" * 128, "a" * 129, "_x.so", ".so", "-x", "x/../y"])
+)
+def test_a_shipped_file_name_is_the_plain_names_rule(name: str) -> None:
+    """The file-name check (a character set, not a regex, for the first call's sake) accepts
+    exactly ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``."""
+    import re
+
+    from aot_build.manifest import _file_name
+
+    plain = re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", name) is not None
+    try:
+        assert _file_name(name, "m.json") == name and plain
+    except ManifestError as exc:
+        assert not plain and "is not a plain file name" in str(exc)
