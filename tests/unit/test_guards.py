@@ -212,6 +212,7 @@ def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType
     check = Checker(pkg.Gate.forward, evaluator, self_obj=pkg.GATE)
     paths = check.python.weight_paths()
     assert len(paths) >= 2  # the weight and the bias share the prefix self.lin
+    assert check.python.weight_nodes == check.python.tree.weight_nodes()  # found while binding
     by_path = [resolve(p[0], pkg.GATE, pkg.Gate.forward) for p in paths]
     gathered = check.python.gather(pkg.GATE)
     assert len(gathered) == len(by_path) and all(a is b for a, b in zip(gathered, by_path, strict=True))
@@ -575,3 +576,4 @@ def test_checks_shared_between_nodes_keep_their_types() -> None:
     assert tree.nodes[1].checks[0] is not tree.nodes[2].checks[0]  # 1 and True: two
     bound = BoundState(tree, test_checks_shared_between_nodes_keep_their_types)
     assert [type(c) for c in bound.consts[: len(expects)]] == [type(e) for e in expects]
+    assert [i for i, _ in bound.flat] == list(range(1, len(nodes)))  # a code names its own node
