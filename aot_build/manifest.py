@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import os
 from dataclasses import field
 from pathlib import Path
@@ -583,7 +584,7 @@ def _out_leaf(raw: dict[str, Any]) -> OutLeaf:
     return OutLeaf(kind, raw.get("value"), int(raw.get("index", -1)))
 
 
-def _variant(raw: dict[str, Any]) -> Variant:
+def _variant(raw: dict[str, Any], trees: list[tuple[Any, StateTree]] | None = None) -> Variant:
     training = raw.get("training") or {}
     # Before "grad" (format 3 and early 4), a call rule's grad-enabled artifact was a
     # "forward" with no "backward" beside it; a flat rule's forward always has one.
@@ -594,7 +595,7 @@ def _variant(raw: dict[str, Any]) -> Variant:
         outputs=raw["outputs"],
         out_leaves=tuple(_out_leaf(o) for o in raw["out_leaves"]),
         symbols={str(k): (int(r[0]), int(r[1])) for k, r in raw["symbols"].items()},
-        state=_state(raw),
+        state=_state(raw, [] if trees is None else trees),
         embedded_constants=tuple(dict(c) for c in raw["embedded_constants"]),
         artifacts=tuple(_artifact(a, grad_role=not backward) for a in raw["artifacts"]),
         input_set=int(raw.get("input_set", 0)),
@@ -606,11 +607,23 @@ def _variant(raw: dict[str, Any]) -> Variant:
     )
 
 
-def _state(raw: dict[str, Any]) -> StateTree:
-    """A variant's guard tree; formats 2 and 3 listed guards and weights instead."""
-    if "state" in raw:
-        return StateTree.from_json(raw["state"])
-    return _upgraded(raw["guards"], raw["weights"])
+def _state(raw: dict[str, Any], trees: list[tuple[Any, StateTree]]) -> StateTree:
+    """A variant's guard tree; formats 2 and 3 listed guards and weights instead.
+
+    ``trees``: the entry's trees parsed so far, with their JSON. A dynamic entry's size-one
+    variants are traced from the same code and state as its general one: the same JSON is
+    parsed once and the variants share the tree (and the shim then its bound state). Equal
+    means equal with the same types throughout (``1``, ``1.0`` and ``True`` are ``==`` in
+    Python): ``==`` first, then marshal's bytes, which name each value's type."""
+    if "state" not in raw:
+        return _upgraded(raw["guards"], raw["weights"])
+    state = raw["state"]
+    for seen, tree in trees:
+        if seen == state and marshal.dumps(seen, 2) == marshal.dumps(state, 2):
+            return tree
+    tree = StateTree.from_json(state)
+    trees.append((state, tree))
+    return tree
 
 
 def _upgraded(guards: Any, weights: Any) -> StateTree:
@@ -631,11 +644,12 @@ def _entry_json(e: Entry) -> dict[str, Any]:
 
 
 def _entry(raw: dict[str, Any]) -> Entry:
+    trees: list[tuple[Any, StateTree]] = []  # an entry's variants mostly read the same state
     return Entry(
         module=str(raw["module"]),
         qualname=str(raw["qualname"]),
         source=str(raw["source"]),
-        variants=tuple(_variant(v) for v in raw["variants"]),
+        variants=tuple(_variant(v, trees) for v in raw["variants"]),
         method=bool(raw.get("method", False)),
     )
 

@@ -128,16 +128,21 @@ def _make_init(cls: type, fields: dict[str, dataclasses.Field[Any]]) -> Callable
             else:
                 raise TypeError(f"{qualname}() missing argument {name!r}")
         if kwargs:
-            extra = next(iter(kwargs))
-            raise TypeError(
-                f"{qualname}() got an unexpected argument {extra!r}"
-                + (" (given by position too)" if extra in names else "")
-            )
+            _unexpected(qualname, kwargs, names)
         if post_init is not None:
             post_init(self)
 
     __init__.__qualname__ = f"{qualname}.__init__"
     return __init__
+
+
+def _unexpected(qualname: str, kwargs: dict[str, Any], names: tuple[str, ...]) -> None:
+    """A record's call got arguments left over once its fields were filled."""
+    extra = next(iter(kwargs))
+    raise TypeError(
+        f"{qualname}() got an unexpected argument {extra!r}"
+        + (" (given by position too)" if extra in names else "")
+    )
 
 
 def _frozen_setattr(self: Any, name: str, value: Any) -> None:
@@ -222,11 +227,7 @@ def _tuple_new(cls: Any, *args: Any, **kwargs: Any) -> Any:
         else:
             raise TypeError(f"{cls.__qualname__}() missing argument {name!r}")
     if kwargs:
-        extra = next(iter(kwargs))
-        raise TypeError(
-            f"{cls.__qualname__}() got an unexpected argument {extra!r}"
-            + (" (given by position too)" if extra in fields else "")
-        )
+        _unexpected(cls.__qualname__, kwargs, fields)
     return tuple.__new__(cls, values)
 
 
@@ -262,7 +263,10 @@ class _TupleRecordMeta(type):
             return super().__new__(mcs, name, bases, ns)
         if bases != (TupleRecord,):
             raise TypeError(f"TupleRecord {name}: inheriting from {bases} is not supported")
-        fields = tuple(ns.get("__annotations__", {}))
+        annotations = ns.get("__annotations__")
+        if annotations is None:  # Python 3.14 without the __future__ import: evaluated on demand
+            annotations = inspect.get_annotations(type(name, (), dict(ns)))
+        fields = tuple(annotations)
         defaults: dict[str, Any] = {}
         for i, f in enumerate(fields):
             if f in ns:

@@ -7,6 +7,7 @@ Usage (from the repository root, with the dev venv; diffusers for the UNet:
 ``.venv/bin/pip install -r benchmarks/requirements.txt``)::
 
     .venv/bin/python benchmarks/guard_cost.py [--models bert,vit] [--rounds N] [--first-runs N] [--json F]
+    .venv/bin/python benchmarks/guard_cost.py --first-only --against 03904fc --first-runs 13
     .venv/bin/python benchmarks/guard_cost.py --render OUT.json
 
 Models (random weights from small configs, one static input each; ``MODELS`` below):
@@ -34,6 +35,11 @@ that fell back to Python would be an error, never a silently different number) u
   the guard tree, the evaluator, the weights, the library; then the call) or eager.
 * *shim import*: fresh processes, after ``import torch``: ``import aot_build.load.shim``; and
   as a first call imports it: after ``import aot_build`` too, the collector paused.
+* ``--against REV``: the first call and the shim import are also timed with the run path of
+  git revision ``REV`` (its ``aot_build/``, exported under ``--workdir``), on the same
+  package, each process of one side followed by one of the other. A first call varies by
+  about a millisecond between runs of this benchmark on the 2-core machines here: compare a
+  change with its parent this way, not across runs. ``--first-only`` skips the steady state.
 
 aot_build's and the package's bytecode is written first (``compileall``, as pip does at
 install), so that a machine with ``PYTHONDONTWRITEBYTECODE`` does not time compiling.
@@ -328,7 +334,7 @@ def spawn(mode: str, cfg: dict[str, Any], work: Path, timeout: float = 1800) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AOT_BUILD", "TORCHINDUCTOR"))}
     env["AOT_BUILD_STRICT"] = "1"
     env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "inductor-cache")
-    env["PYTHONPATH"] = str(REPO) if cfg.get("source_tree", True) else ""
+    env["PYTHONPATH"] = str(cfg.get("root", REPO)) if cfg.get("source_tree", True) else ""
     cwd = work / "cwd"
     cwd.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(HERE), "--worker", mode, "--config", json.dumps(cfg)]
@@ -372,18 +378,23 @@ def render(report: dict[str, Any]) -> str:
             f"{number(m.get('state', m.get('check')))} | {number(m.get('args'))} | "
             f"{number(m.get('weights'))} |"
         )
+    rev = report.get("against")
     lines += [
         "",
-        "| model | first call, eager (ms) | first call, aot_build (ms) | over eager (ms) |",
-        "|---|---|---|---|",
+        "| model | first call, eager (ms) | first call, aot_build (ms) | over eager (ms) |"
+        + (f" at {rev}: aot_build (ms) | at {rev}: over eager (ms) |" if rev else ""),
+        "|---|---|---|---|" + ("---|---|" if rev else ""),
     ]
     for name, r in report["first"].items():
         if "error" in r:
             lines.append(f"| {name} | error: {first_line(r['error'])} |")
             continue
+        then = (
+            f" {number(r['against'], 2)} | {number(r['against'] - r['eager'], 2)} |" if "against" in r else ""
+        )
         lines.append(
             f"| {name} | {number(r['eager'], 2)} | {number(r['aot_build'], 2)} | "
-            f"{number(r['aot_build'] - r['eager'], 2)} |"
+            f"{number(r['aot_build'] - r['eager'], 2)} |{then}"
         )
     imp = report.get("import")
     if imp:
@@ -393,8 +404,25 @@ def render(report: dict[str, Any]) -> str:
         lines += [
             f"importing it as a first call does (after import aot_build, collector paused): "
             f"median {number(in_call, 2)} ms"
+            + (f" (at {rev}: {number(report['import_in_call_against'], 2)} ms)" if rev else "")
         ]
     return "\n".join(lines)
+
+
+def export_revision(rev: str, work: Path) -> Path:
+    """``rev``'s ``aot_build/`` (``git archive``) under ``work``; reused when already there."""
+    sha = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    dest = work / f"against-{sha[:12]}"
+    if not (dest / "aot_build" / "__init__.py").is_file():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", sha, "aot_build"], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
 
 
 def main() -> int:
@@ -410,6 +438,8 @@ def main() -> int:
     p.add_argument("--rebuild", action="store_true")
     p.add_argument("--json", type=Path)
     p.add_argument("--render", type=Path, help="print the tables of a --json file; measure nothing")
+    p.add_argument("--against", metavar="REV", help="also time first calls with git revision REV's run path")
+    p.add_argument("--first-only", action="store_true", help="first call and shim import only")
     args = p.parse_args()
     if args.render:
         print(render(json.loads(args.render.read_text())))
@@ -424,13 +454,20 @@ def main() -> int:
     salt = f"{BUILD_VERSION}\0{compile_side_hash()}"
     site = build_package(PACKAGE, package_files(models), [TARGET], work, salt, args.rebuild)
     # bytecode, as pip writes it at install: imports are timed, not compiles
-    for folder in (REPO / "aot_build", site):
+    against = export_revision(args.against, work) if args.against else None
+    for folder in (REPO / "aot_build", site, *([against / "aot_build"] if against else [])):
         compileall.compile_dir(str(folder), quiet=1)
     report: dict[str, Any] = {"meta": meta, "rounds": args.rounds, "steady": {}, "first": {}}
+    if args.against:
+        report["against"] = args.against
     base = {"site": str(site), "rounds": args.rounds, "loop_ms": args.loop_ms, "warmup": args.warmup}
+    # side -> worker config: eager, this checkout, and REV's run path on the same package
+    sides: dict[str, dict[str, Any]] = {"eager": {"side": "eager"}, "aot_build": {"side": "aot_build"}}
+    if against:
+        sides["against"] = {"side": "aot_build", "root": str(against)}
     for name in models:
         pt2 = ""
-        if not args.no_aoti:
+        if not args.no_aoti and not args.first_only:
             pt2 = str(work / "aoti" / f"{name}-{salt.encode().hex()[:12]}-{site.name}.pt2")
             if not Path(pt2).is_file():
                 Path(pt2).parent.mkdir(exist_ok=True)
@@ -439,16 +476,18 @@ def main() -> int:
                 if "error" in made:
                     _log(f"{name}: AOTInductor package failed: {first_line(made['error'])}")
                     pt2 = ""
-        _log(f"{name}: steady state")
-        report["steady"][name] = spawn(
-            "steady", {**base, "model": name, "pt2": pt2, "compile": not args.no_compile}, work
-        )
+        if not args.first_only:
+            _log(f"{name}: steady state")
+            report["steady"][name] = spawn(
+                "steady", {**base, "model": name, "pt2": pt2, "compile": not args.no_compile}, work
+            )
         if not args.first_runs:
             continue
-        firsts: dict[str, list[float]] = {"eager": [], "aot_build": []}
+        _log(f"{name}: first calls")
+        firsts: dict[str, list[float]] = {side: [] for side in sides}
         for _ in range(args.first_runs):
             for side in firsts:
-                r = spawn("first", {**base, "model": name, "side": side}, work)
+                r = spawn("first", {**base, "model": name, **sides[side]}, work)
                 if "error" in r:
                     report["first"][name] = r
                     break
@@ -464,6 +503,12 @@ def main() -> int:
             for _ in range(max(3, args.first_runs))
         ]
         report["import_in_call"] = statistics.median([i for i in in_call if i is not None] or [0.0])
+        if against:
+            then = [
+                spawn("import", dict(base, in_call=True, root=str(against)), work).get("in_call_ms")
+                for _ in range(max(3, args.first_runs))
+            ]
+            report["import_in_call_against"] = statistics.median([i for i in then if i is not None] or [0.0])
     report["loadavg_after"] = os.getloadavg()
     return publish(report, render(report), args.json, _log)
 

@@ -193,8 +193,12 @@ class _VariantRunner:
         size_one_symbols: frozenset[str],
         function: Any,
         native: Any = None,
+        shares: _VariantRunner | None = None,
     ) -> None:
         self.variant = variant
+        #: An earlier variant of the entry with the very same guard tree (the manifest parses
+        #: equal trees once): its bound state and weights serve this one too.
+        self.shares = shares if shares is not None and shares.variant.state is variant.state else None
         self.folder = folder
         self.manifest = manifest
         self.function = function
@@ -228,6 +232,8 @@ class _VariantRunner:
     def state(self) -> BoundState | Miss:
         """The guard tree bound in this process, on first use (a tree that cannot be bound
         makes every call fall back, with the reason)."""
+        if self.shares is not None:
+            return self.shares.state
         try:
             with collector.paused():  # thousands of nodes, kept for the process
                 return BoundState(self.variant.state, self.function, self.native)
@@ -236,6 +242,8 @@ class _VariantRunner:
 
     @functools.cached_property
     def weights(self) -> WeightCache:
+        if self.shares is not None:  # the same weights, held once: the evaluator's snapshot holds for both
+            return self.shares.weights
         state = self.state
         assert isinstance(state, BoundState)
         return WeightCache(self.variant.state.weights, state.weight_labels, state.gather)
@@ -599,10 +607,14 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         size_one: dict[int, frozenset[str]] = {}  # per input set: symbols with a size-one variant
         for v in record.variants:
             size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.size_one)
-        variants = [
-            _VariantRunner(v, folder, manifest, size_one[v.input_set], fn, evaluator_for(top, manifest))
-            for v in record.variants
-        ]
+        variants: list[_VariantRunner] = []
+        for v in record.variants:
+            shares = next((r for r in variants if r.variant.state is v.state), None)
+            variants.append(
+                _VariantRunner(
+                    v, folder, manifest, size_one[v.input_set], fn, evaluator_for(top, manifest), shares
+                )
+            )
     except MemoryError:
         return _bind_later(entry, fallback)
     except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash

@@ -393,3 +393,37 @@ def test_a_shipped_file_name_is_the_plain_names_rule(name: str) -> None:
         assert _file_name(name, "m.json") == name and plain
     except ManifestError as exc:
         assert not plain and "is not a plain file name" in str(exc)
+
+
+def test_variants_with_the_same_guard_tree_share_it() -> None:
+    """A dynamic entry's size-one variants read the same state as its general one: the record
+    parses that tree once. Trees equal in Python but not in their types (``1`` and ``True``)
+    stay apart, and the shim's runners share the bound state and weights of a shared tree."""
+    from pathlib import Path
+
+    from aot_build.load import shim
+
+    raw = json.loads(sample_manifest().to_json())
+    entry_raw = raw["entries"]["pkg.mod:fn"]
+    general = entry_raw["variants"][0]
+    same = copy.deepcopy(general)  # another variant, traced alike: an equal tree, its own JSON
+    other = copy.deepcopy(general)
+    nodes = other["state"]["nodes"]
+    (i, check) = next((i, c) for i, n in enumerate(nodes) for c in n[3] if c[0] == "eq" and c[1] is False)
+    check[1] = 0  # == False in Python; another guard
+    entry_raw["variants"] = [general, same, other]
+    entry = Manifest.from_dict(raw, "test").entries["pkg.mod:fn"]
+    first, second, third = entry.variants
+    assert second.state is first.state
+    assert third.state is not first.state and third.state.nodes[i].checks[0].expect == 0
+    assert type(third.state.nodes[i].checks[0].expect) is int
+    runners = []
+    for v in entry.variants:
+        shares = next((r for r in runners if r.variant.state is v.state), None)
+        runners.append(
+            shim._VariantRunner(
+                v, Path("/nonexistent"), Manifest.from_dict(raw, "t"), frozenset(), None, None, shares
+            )
+        )
+    assert runners[1].shares is runners[0] and runners[2].shares is None
+    assert runners[1].state is runners[0].state and runners[2].state is not runners[0].state

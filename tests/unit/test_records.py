@@ -166,7 +166,13 @@ def test_a_tuple_record_behaves_as_the_named_tuple() -> None:
     import copy
     import pickle
 
-    for args, kwargs in [(("eq",), {}), (("eq", 3), {}), ((), {"kind": "len", "expect": [1]}), (("a",), {"expect": 0})]:
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        (("eq",), {}),
+        (("eq", 3), {}),
+        ((), {"kind": "len", "expect": [1]}),
+        (("a",), {"expect": 0}),
+    ]
+    for args, kwargs in calls:
         n, r = _NamedPair(*args, **kwargs), _RecordPair(*args, **kwargs)
         assert repr(r) == repr(n).replace("_NamedPair", "_RecordPair")
         assert r == n and tuple(r) == tuple(n) and isinstance(r, tuple)  # equal as tuples, as a NamedTuple is
@@ -179,7 +185,8 @@ def test_a_tuple_record_behaves_as_the_named_tuple() -> None:
         for copied in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
             assert copied == r and type(copied) is _RecordPair
     assert hash(_RecordPair("eq", 3)) == hash(_NamedPair("eq", 3))
-    assert _RecordPair._fields == _NamedPair._fields and _RecordPair.__match_args__ == _NamedPair.__match_args__
+    assert _RecordPair._fields == _NamedPair._fields
+    assert _RecordPair.__match_args__ == _NamedPair.__match_args__
     assert _RecordPair._field_defaults == _NamedPair._field_defaults
     assert _RecordPair._make(["eq", 1]) == _NamedPair._make(["eq", 1])
     assert tuple.__new__(_RecordPair, ("id", 2)).expect == 2  # how the tree parser makes them
@@ -246,7 +253,8 @@ def test_the_run_path_defines_no_dataclass_and_imports_no_build_module() -> None
         "    for v in list(vars(sys.modules[m]).values()):\n"
         "        if isinstance(v, type) and v.__module__ == m and '__dataclass_params__' in vars(v):\n"
         "            print('DATACLASS', m, v.__qualname__)\n"
-        "        if isinstance(v, type) and v.__module__ == m and '_make' in vars(v) and '__orig_bases__' in vars(v):\n"
+        "        ours = isinstance(v, type) and v.__module__ == m\n"
+        "        if ours and '_make' in vars(v) and '__orig_bases__' in vars(v):  # typing.NamedTuple's\n"
         "            print('NAMEDTUPLE', m, v.__qualname__)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
