@@ -225,7 +225,7 @@ class BoundState:
 
     def weight_paths(self) -> list[list[ObjPath]]:
         if self._weight_paths is None:
-            self._weight_paths = self.tree.weight_paths()
+            self._weight_paths = [[self.tree.path(i) for i in nodes] for nodes in self.weight_nodes]
         return self._weight_paths
 
     def weight_labels(self) -> list[str]:

@@ -94,10 +94,9 @@ class StateTree:
     def weight_nodes(self) -> list[list[int]]:
         """Per weight: every node it is read at, the one read on each call first."""
         out: list[list[int]] = [[] for _ in self.weights]
-        for i, n in enumerate(self.nodes):  # not self.checks(): a generator costs 2x here
-            for kind, expect in n.checks:
-                if kind == "weight":
-                    out[int(expect)].append(i)
+        for i, c in self.checks():
+            if c.kind == "weight":
+                out[int(c.expect)].append(i)
         return out
 
     def weight_paths(self) -> list[list[ObjPath]]:

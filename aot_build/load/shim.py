@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,12 +193,12 @@ class _VariantRunner:
         size_one_symbols: frozenset[str],
         function: Any,
         native: Any = None,
-        shares: _VariantRunner | None = None,
+        earlier: Sequence[_VariantRunner] = (),
     ) -> None:
         self.variant = variant
-        #: An earlier variant of the entry with the very same guard tree (the manifest parses
-        #: equal trees once): its bound state and weights serve this one too.
-        self.shares = shares if shares is not None and shares.variant.state is variant.state else None
+        #: The first of the entry's ``earlier`` variants with the very same guard tree (the
+        #: manifest parses equal trees once): its bound state and weights serve this one too.
+        self.shares = next((r for r in earlier if r.variant.state is variant.state), None)
         self.folder = folder
         self.manifest = manifest
         self.function = function
@@ -607,14 +607,10 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         size_one: dict[int, frozenset[str]] = {}  # per input set: symbols with a size-one variant
         for v in record.variants:
             size_one[v.input_set] = size_one.get(v.input_set, frozenset()) | frozenset(v.size_one)
+        native = evaluator_for(top, manifest)
         variants: list[_VariantRunner] = []
         for v in record.variants:
-            shares = next((r for r in variants if r.variant.state is v.state), None)
-            variants.append(
-                _VariantRunner(
-                    v, folder, manifest, size_one[v.input_set], fn, evaluator_for(top, manifest), shares
-                )
-            )
+            variants.append(_VariantRunner(v, folder, manifest, size_one[v.input_set], fn, native, variants))
     except MemoryError:
         return _bind_later(entry, fallback)
     except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash

@@ -417,12 +417,11 @@ def test_variants_with_the_same_guard_tree_share_it() -> None:
     assert second.state is first.state
     assert third.state is not first.state and third.state.nodes[i].checks[0].expect == 0
     assert type(third.state.nodes[i].checks[0].expect) is int
-    runners = []
+    runners: list[shim._VariantRunner] = []
     for v in entry.variants:
-        shares = next((r for r in runners if r.variant.state is v.state), None)
         runners.append(
             shim._VariantRunner(
-                v, Path("/nonexistent"), Manifest.from_dict(raw, "t"), frozenset(), None, None, shares
+                v, Path("/nonexistent"), Manifest.from_dict(raw, "t"), frozenset(), None, None, runners
             )
         )
     assert runners[1].shares is runners[0] and runners[2].shares is None
