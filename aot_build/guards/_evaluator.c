@@ -14,7 +14,10 @@
  * (a type's tag changes when it or a base class is modified), the instance-dict pointers, the
  * `self` object and the weights tuple. Nodes whose reads no tag covers (data descriptors,
  * closure cells, lists, weak references) and checks no tag covers (equality with a mutable
- * value, the length of a list) are "volatile": re-read and re-checked on every call. On the next
+ * value, the length of a list) are "volatile": re-read and re-checked on every call. An attribute
+ * read that runs a Python __getattribute__ is stamped like a plain one when the tree checks that
+ * function by identity (the build's capture adds that check: Dynamo traced it and guards every
+ * read it makes), else it is volatile. On the next
  * call, when every stamp still holds and every volatile node re-reads the same object, all
  * checks hold without walking the tree; otherwise the evaluator walks it in full again.
  * On CPython 3.13 and later every call walks the tree in full (see HAVE_DICT_TAGS).
@@ -67,13 +70,13 @@ typedef struct {
     Check *checks;
 } Node;
 
-enum { ST_DICT = 1, ST_TYPE = 2, ST_DICTPTR = 3, ST_OBTYPE = 4 };
+enum { ST_DICT = 1, ST_TYPE = 2, ST_DICTPTR = 3, ST_OBTYPE = 4, ST_CODE = 5 };
 
 typedef struct {
     int kind;
     PyObject *obj;      /* owned: the dict, type or object the stamp is about */
     uint64_t tag;       /* ST_DICT, ST_TYPE */
-    PyObject *ptr;      /* ST_DICTPTR: the instance dict; ST_OBTYPE: the type (borrowed, obj owns it) */
+    PyObject *ptr;      /* ST_DICTPTR: the instance dict; ST_OBTYPE: the type; ST_CODE: the function's code (borrowed, obj owns it) */
 } Stamp;
 
 typedef struct {
@@ -98,16 +101,31 @@ typedef struct {
     Stamp *stamps;
     Py_ssize_t nvol, capvol;
     Volatile *vols;
+    PyObject *traced;      /* while recording: the code objects the tree checks by identity */
     /* statistics (tests, benchmarks) */
     long long full_walks, fast_hits;
 } Evaluator;
 
-static PyObject *str_keys, *str_mro, *str_closure, *str_code, *str_defaults, *str_kwdefaults, *str_getattribute;
+static PyObject *str_keys, *str_mro, *str_closure, *str_code, *str_defaults, *str_kwdefaults, *str_getattribute,
+    *str_getattr;
 static PyObject *object_getattribute;
 
 /* ------------------------------------------------------------------ reading one node */
 
-static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *self_obj) {
+/* The keys of the last dict subclass read by key position in one check: a config's dozens of
+   keys()[i] reads call its keys() once, not once per key (diffusers' FrozenDict: 29 reads,
+   16 µs -> 2 µs per call). Holds its dict, so that the identity stays meaningful. */
+typedef struct {
+    PyObject *of;
+    PyObject *list;
+} KeyMemo;
+
+static void forget_keys(KeyMemo *m) {
+    Py_CLEAR(m->of);
+    Py_CLEAR(m->list);
+}
+
+static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *self_obj, KeyMemo *memo) {
     switch (nd->op) {
     case OP_REF:
         Py_INCREF(nd->key);
@@ -180,11 +198,22 @@ static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *
             PyErr_SetString(PyExc_IndexError, "no such key position");
             return NULL;
         }
-        PyObject *keys = PyObject_CallMethodNoArgs(parent, str_keys);
-        if (keys == NULL) return NULL;
-        PyObject *list = PySequence_List(keys);
-        Py_DECREF(keys);
-        if (list == NULL) return NULL;
+        PyObject *list;
+        if (memo->of == parent) {
+            list = memo->list;
+            Py_INCREF(list);
+        } else {
+            PyObject *keys = PyObject_CallMethodNoArgs(parent, str_keys);
+            if (keys == NULL) return NULL;
+            list = PySequence_List(keys);
+            Py_DECREF(keys);
+            if (list == NULL) return NULL;
+            forget_keys(memo);
+            Py_INCREF(parent);
+            memo->of = parent;
+            Py_INCREF(list);
+            memo->list = list;
+        }
         PyObject *k = NULL;
         if (want < PyList_GET_SIZE(list)) {
             k = PyList_GET_ITEM(list, want);
@@ -400,6 +429,34 @@ static int generic_getattr(PyTypeObject *tp) {
     return ga != NULL && ga == object_getattribute;
 }
 
+/* Whether the Python function f (a class's __getattribute__ or __getattr__) was traced by the
+   build: its code is one the tree checks by identity (Dynamo inlines such a function and guards
+   every read it makes, so with its code unchanged its result is fixed by the tree's other
+   checks and by the object's own dict and type). */
+static int traced_function(Evaluator *ev, PyObject *f) {
+    if (f == NULL || !PyFunction_Check(f) || ev->traced == NULL) return 0;
+    PyObject *code = PyFunction_GET_CODE(f);
+    int r = PySet_Contains(ev->traced, f);
+    if (r == 0) r = PySet_Contains(ev->traced, code);
+    if (r <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    /* a function's code can be replaced (f.__code__ = ...): stamped too */
+    return add_stamp(ev, ST_CODE, f, 0, code) < 0 ? -1 : 1;
+}
+
+/* Whether getattr on objects of this Python class runs a __getattribute__ (and __getattr__, if
+   any) the build traced: each read it makes is then checked by the tree, and the rest of the
+   lookup is the generic one that the instance dict's and the type's tags fix. */
+static int traced_getattr(Evaluator *ev, PyTypeObject *tp) {
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
+    int r = traced_function(ev, _PyType_Lookup(tp, str_getattribute));
+    if (r <= 0) return r;
+    PyObject *miss = _PyType_Lookup(tp, str_getattr);
+    return miss == NULL ? 1 : traced_function(ev, miss);
+}
+
 /* Stamps that fix obj's attribute `name` (getattr, hasattr): 1 stamped, 0 volatile, -1 error. */
 static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
     if (PyType_Check(obj)) {
@@ -413,7 +470,10 @@ static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
         return 1;
     }
     PyTypeObject *tp = Py_TYPE(obj);
-    if (!generic_getattr(tp)) return 0;
+    if (!generic_getattr(tp)) {
+        int r = traced_getattr(ev, tp);
+        if (r <= 0) return r;
+    }
     uint64_t t = type_tag(tp);
     if (t == 0) return 0;
     PyObject *descr = _PyType_Lookup(tp, name);
@@ -584,6 +644,15 @@ static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject 
     ev->self_none = self_obj == Py_None;
     Py_INCREF(weights);
     ev->weights = weights;
+    ev->traced = PySet_New(NULL);
+    if (ev->traced == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < ev->n; i++) {
+        for (Py_ssize_t j = 0; j < ev->nodes[i].ncheck; j++) {
+            Check *c = &ev->nodes[i].checks[j];
+            if (c->op == CK_ID && (PyCode_Check(c->c) || PyFunction_Check(c->c)) && PySet_Add(ev->traced, c->c) < 0)
+                goto fail;
+        }
+    }
     for (Py_ssize_t i = 0; i < ev->n; i++) {
         Node *nd = &ev->nodes[i];
         PyObject *parent = nd->parent >= 0 ? objs[nd->parent] : NULL;
@@ -596,10 +665,12 @@ static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject 
             if (s == 0 && add_volatile_check(ev, i, &nd->checks[j]) < 0) goto fail;
         }
     }
+    Py_CLEAR(ev->traced);
     unique_stamps(ev);
     ev->have_snapshot = 1;
     return;
 fail:
+    Py_CLEAR(ev->traced);
     PyErr_Clear();
     ev->objs = NULL;  /* the caller still owns objs */
     clear_snapshot(ev);
@@ -607,7 +678,7 @@ fail:
 }
 
 /* 1: the snapshot proves every check holds; 0: walk in full. */
-static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) {
+static int fast_path_memo(Evaluator *ev, PyObject *self_obj, PyObject *weights, KeyMemo *memo) {
     if (!ev->have_snapshot || weights != ev->weights) return 0;
     if (ev->self_none) {
         if (self_obj != Py_None) return 0;
@@ -633,6 +704,9 @@ static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) {
         case ST_OBTYPE:
             if ((PyObject *)Py_TYPE(s->obj) != s->ptr) return 0;
             break;
+        case ST_CODE:
+            if (PyFunction_GET_CODE(s->obj) != s->ptr) return 0;
+            break;
         }
     }
     for (Py_ssize_t i = 0; i < ev->nvol; i++) {
@@ -641,7 +715,7 @@ static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) {
         PyObject *obj = ev->objs[v->node];
         if (v->reread) {
             PyObject *parent = nd->parent >= 0 ? ev->objs[nd->parent] : NULL;
-            PyObject *now = read_node(ev, nd, parent, self_obj);
+            PyObject *now = read_node(ev, nd, parent, self_obj, memo);
             if (now == NULL) {
                 PyErr_Clear();
                 return 0;
@@ -654,6 +728,13 @@ static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) {
         }
     }
     return 1;
+}
+
+static int fast_path(Evaluator *ev, PyObject *self_obj, PyObject *weights) {
+    KeyMemo memo = {NULL, NULL};
+    int r = fast_path_memo(ev, self_obj, weights, &memo);
+    forget_keys(&memo);
+    return r;
 }
 
 #else  /* no snapshot: every call walks the tree */
@@ -685,10 +766,11 @@ static long walk(Evaluator *ev, PyObject *self_obj, PyObject *weights, int may_r
         return -3;
     }
     long result = -1;
+    KeyMemo memo = {NULL, NULL};
     for (Py_ssize_t i = 0; i < ev->n && result == -1; i++) {
         Node *nd = &ev->nodes[i];
         PyObject *parent = nd->parent >= 0 ? objs[nd->parent] : NULL;
-        PyObject *obj = read_node(ev, nd, parent, self_obj);
+        PyObject *obj = read_node(ev, nd, parent, self_obj, &memo);
         if (obj == NULL) {
             PyErr_Clear();
             result = READ_FAILED + (long)i;
@@ -704,6 +786,7 @@ static long walk(Evaluator *ev, PyObject *self_obj, PyObject *weights, int may_r
             }
         }
     }
+    forget_keys(&memo);
     for (Py_ssize_t i = 0; i < ev->n && result == -1; i++) {
         Node *nd = &ev->nodes[i];
         for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
@@ -772,12 +855,16 @@ static PyObject *Evaluator_read(Evaluator *ev, PyObject *const *args, Py_ssize_t
         }
         for (; i >= 0 && !need[i]; i = ev->nodes[i].parent) need[i] = 1;  /* a parent comes first */
     }
-    for (Py_ssize_t i = 0; i < ev->n; i++) {
+    KeyMemo memo = {NULL, NULL};
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < ev->n && !failed; i++) {
         if (!need[i]) continue;
         Node *nd = &ev->nodes[i];
-        objs[i] = read_node(ev, nd, nd->parent >= 0 ? objs[nd->parent] : NULL, self_obj);
-        if (objs[i] == NULL) goto done;
+        objs[i] = read_node(ev, nd, nd->parent >= 0 ? objs[nd->parent] : NULL, self_obj, &memo);
+        failed = objs[i] == NULL;
     }
+    forget_keys(&memo);
+    if (failed) goto done;
     out = PyTuple_New(k);
     if (out == NULL) goto done;
     for (Py_ssize_t j = 0; j < k; j++) {
@@ -792,6 +879,32 @@ done:
     }
     PyMem_Free(need);
     return out;
+}
+
+/* The snapshot's volatile part: (node, re-read, codes of the checks re-run) each, in order. */
+static PyObject *Evaluator_volatile(Evaluator *ev, PyObject *unused) {
+    PyObject *out = PyTuple_New(ev->nvol);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < ev->nvol; i++) {
+        Volatile *v = &ev->vols[i];
+        PyObject *codes = PyTuple_New(v->ncheck);
+        if (codes == NULL) goto fail;
+        for (Py_ssize_t j = 0; j < v->ncheck; j++) {
+            PyObject *code = PyLong_FromLong(v->checks[j]->code);
+            if (code == NULL) {
+                Py_DECREF(codes);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(codes, j, code);
+        }
+        PyObject *item = Py_BuildValue("(nNN)", v->node, PyBool_FromLong(v->reread), codes);
+        if (item == NULL) goto fail;
+        PyTuple_SET_ITEM(out, i, item);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 static PyObject *Evaluator_stats(Evaluator *ev, PyObject *unused) {
@@ -901,6 +1014,8 @@ static PyMethodDef Evaluator_methods[] = {
     {"read", (PyCFunction)(void (*)(void))Evaluator_read, METH_FASTCALL,
      "read(self_obj, nodes) -> the objects at those nodes now"},
     {"stats", (PyCFunction)Evaluator_stats, METH_NOARGS, "counters: full walks, fast hits, snapshot size"},
+    {"volatile", (PyCFunction)Evaluator_volatile, METH_NOARGS,
+     "the snapshot's volatile part: (node, re-read, codes of the checks re-run) each"},
     {NULL}};
 
 static PyTypeObject EvaluatorType = {
@@ -927,8 +1042,9 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
     str_defaults = PyUnicode_InternFromString("__defaults__");
     str_kwdefaults = PyUnicode_InternFromString("__kwdefaults__");
     str_getattribute = PyUnicode_InternFromString("__getattribute__");
+    str_getattr = PyUnicode_InternFromString("__getattr__");
     object_getattribute = _PyType_Lookup(&PyBaseObject_Type, str_getattribute);
-    if (!str_keys || !str_mro || !str_closure || !str_code || !str_defaults || !str_kwdefaults || !str_getattribute ||
+    if (!str_keys || !str_mro || !str_closure || !str_code || !str_defaults || !str_kwdefaults || !str_getattribute || !str_getattr ||
         !object_getattribute)
         return NULL;
     Py_INCREF(object_getattribute);

@@ -9,14 +9,18 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: three reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: four reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
   unset ``X``): the key's absence is guarded;
 * a method or attribute found on an object's class (``Gate.forward = other`` after import):
   every attribute Dynamo looked up through an instance is checked on the class too;
-* torch's global module hooks (``register_module_forward_hook``): checked to be empty.
+* torch's global module hooks (``register_module_forward_hook``): checked to be empty;
+* the ``__getattribute__`` (and ``__getattr__``) that an attribute read runs when the object's
+  class defines one in Python (transformers' configs): Dynamo inlines it and guards what it
+  reads, not that the class still runs it. Checked by identity; the shim's evaluator relies on
+  that check to know such reads from the object's dict and class without calling them.
 """
 
 from __future__ import annotations
@@ -254,6 +258,7 @@ class _Translator:
         self._paths: dict[Any, ObjPath | None] = {}
         self._weights: dict[int, tuple[list[ObjPath], torch.Tensor]] = {}
         self._class_attrs: set[tuple[ObjPath, str]] = set()
+        self._attr_functions: set[ObjPath] = set()
 
     # ------------------------------------------------------------------ sources
 
@@ -400,6 +405,7 @@ class _Translator:
             )
             keywords = getattr(guard.create_fn, "keywords", None) or {}
             self._guard(kind, path, keywords, guard)
+            self._attribute_functions(path, kind == "HASATTR")
         if hooks_read:
             self._global_hooks()
         weights = []
@@ -565,6 +571,25 @@ class _Translator:
             self._equals(found, value)
             return
         self.builder.add(found, Check("type", self._class_ref(type(value), found)))
+
+    def _attribute_functions(self, path: ObjPath, looked_up: bool) -> None:
+        """Each attribute read on ``path`` (and, when ``looked_up``, one on the object at
+        ``path`` itself) that runs a Python ``__getattribute__``: check that its class still runs
+        the very function Dynamo traced (and its ``__getattr__``), whose own reads Dynamo guards.
+        With those fixed, the shim's evaluator knows the read's result from the object's dict and
+        class alone (a transformers config's attributes), instead of calling it on every call."""
+        heads = [ObjPath(path.root, path.steps[:i]) for i, (s, _) in enumerate(path.steps) if s == "getattr"]
+        for head in [*heads, path] if looked_up else heads:
+            if head in self._attr_functions:
+                continue
+            self._attr_functions.add(head)
+            cls = type(self.value(head))
+            if not isinstance(getattr(cls, "__getattribute__", None), types.FunctionType):
+                continue
+            for name in ("__getattribute__", "__getattr__"):
+                fn = getattr(cls, name, None)
+                if isinstance(fn, types.FunctionType):
+                    self._identity(head.child("type").child("getattr", name), fn)
 
     def _global_hooks(self) -> None:
         module = sys.modules["torch.nn.modules.module"]

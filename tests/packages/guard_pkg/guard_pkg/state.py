@@ -6,6 +6,7 @@ import enum
 import functools
 import os
 import types
+import typing
 
 import numpy as np
 import torch
@@ -95,6 +96,37 @@ def mixed_dict(x: torch.Tensor) -> torch.Tensor:
 
 def flag_set(x: torch.Tensor) -> torch.Tensor:
     return x.clamp(-1, 1) if "clip" in FLAGS else x
+
+
+# -- a config whose attribute reads run Python (transformers' PretrainedConfig: aliases)
+ALIAS_GAIN = 1.0  # read by the config's __getattribute__ itself
+
+
+class AliasConfig:
+    attribute_map: typing.ClassVar[dict[str, str]] = {"width": "hidden", "gain": "_gain"}
+
+    def __init__(self) -> None:
+        self.hidden = 2.0
+        self._gain = 0.5
+
+    def __getattribute__(self, key: str) -> object:
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        value = super().__getattribute__(key)
+        return value * ALIAS_GAIN if key == "_gain" else value
+
+    def __setattr__(self, key: str, value: object) -> None:
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+
+ALIASED = AliasConfig()
+
+
+def aliased_config(x: torch.Tensor) -> torch.Tensor:
+    y = x * ALIASED.width + ALIASED.gain
+    return y + 1 if hasattr(ALIASED, "extra") else y
 
 
 # -- numpy
