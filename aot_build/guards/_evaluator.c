@@ -446,15 +446,13 @@ static int traced_function(Evaluator *ev, PyObject *f) {
     return add_stamp(ev, ST_CODE, f, 0, code) < 0 ? -1 : 1;
 }
 
-/* Whether getattr on objects of this Python class runs a __getattribute__ (and __getattr__, if
-   any) the build traced: each read it makes is then checked by the tree, and the rest of the
-   lookup is the generic one that the instance dict's and the type's tags fix. */
+/* Whether getattr on objects of this Python class runs a __getattribute__ the build traced:
+   each read it makes is then checked by the tree, and the rest of the lookup is the generic one
+   that the instance dict's and the type's tags fix. A class that also has a __getattr__ (run on
+   a miss, where Dynamo may not have followed it) stays volatile. */
 static int traced_getattr(Evaluator *ev, PyTypeObject *tp) {
-    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
-    int r = traced_function(ev, _PyType_Lookup(tp, str_getattribute));
-    if (r <= 0) return r;
-    PyObject *miss = _PyType_Lookup(tp, str_getattr);
-    return miss == NULL ? 1 : traced_function(ev, miss);
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || _PyType_Lookup(tp, str_getattr) != NULL) return 0;
+    return traced_function(ev, _PyType_Lookup(tp, str_getattribute));
 }
 
 /* Stamps that fix obj's attribute `name` (getattr, hasattr): 1 stamped, 0 volatile, -1 error. */

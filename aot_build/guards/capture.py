@@ -17,10 +17,10 @@ with a test (tests/unit/test_guards.py):
 * a method or attribute found on an object's class (``Gate.forward = other`` after import):
   every attribute Dynamo looked up through an instance is checked on the class too;
 * torch's global module hooks (``register_module_forward_hook``): checked to be empty;
-* the ``__getattribute__`` (and ``__getattr__``) that an attribute read runs when the object's
-  class defines one in Python (transformers' configs): Dynamo inlines it and guards what it
-  reads, not that the class still runs it. Checked by identity; the shim's evaluator relies on
-  that check to know such reads from the object's dict and class without calling them.
+* the ``__getattribute__`` that an attribute read runs when the object's class defines one in
+  Python (transformers' configs): Dynamo inlines it and guards what it reads, not that the
+  class still runs it. Checked by identity; the shim's evaluator relies on that check to know
+  such reads from the object's dict and class without calling them.
 """
 
 from __future__ import annotations
@@ -575,21 +575,17 @@ class _Translator:
     def _attribute_functions(self, path: ObjPath, looked_up: bool) -> None:
         """Each attribute read on ``path`` (and, when ``looked_up``, one on the object at
         ``path`` itself) that runs a Python ``__getattribute__``: check that its class still runs
-        the very function Dynamo traced (and its ``__getattr__``), whose own reads Dynamo guards.
-        With those fixed, the shim's evaluator knows the read's result from the object's dict and
-        class alone (a transformers config's attributes), instead of calling it on every call."""
+        the very function Dynamo traced, whose own reads Dynamo guards. With it fixed, the
+        shim's evaluator knows the read's result from the object's dict and class alone (a
+        transformers config's attributes), instead of calling it on every call."""
         heads = [ObjPath(path.root, path.steps[:i]) for i, (s, _) in enumerate(path.steps) if s == "getattr"]
         for head in [*heads, path] if looked_up else heads:
             if head in self._attr_functions:
                 continue
             self._attr_functions.add(head)
-            cls = type(self.value(head))
-            if not isinstance(getattr(cls, "__getattribute__", None), types.FunctionType):
-                continue
-            for name in ("__getattribute__", "__getattr__"):
-                fn = getattr(cls, name, None)
-                if isinstance(fn, types.FunctionType):
-                    self._identity(head.child("type").child("getattr", name), fn)
+            fn = getattr(type(self.value(head)), "__getattribute__", None)
+            if isinstance(fn, types.FunctionType):
+                self._identity(head.child("type").child("getattr", "__getattribute__"), fn)
 
     def _global_hooks(self) -> None:
         module = sys.modules["torch.nn.modules.module"]

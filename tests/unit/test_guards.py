@@ -91,6 +91,10 @@ class Checker:
         return self.native._native.stats()  # type: ignore[union-attr]
 
 
+def _no_attribute(self: Any, key: str) -> Any:
+    raise AttributeError(key)
+
+
 def _forwarding(f: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *a: f(*a)
 
@@ -141,6 +145,8 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("aliased_config", lambda m: setattr(m.ALIASED, "width", 3.0), "state.ALIASED.hidden is float 3.0"),
     ("aliased_config", lambda m: setattr(m.ALIASED, "hidden", 3.0), "state.ALIASED.hidden is float 3.0"),
     ("aliased_config", lambda m: setattr(m, "ALIAS_GAIN", 2.0), "guard_pkg.state.ALIAS_GAIN is float 2.0"),
+    # read by the __getattribute__ for a name the function only tests with hasattr
+    ("aliased_config", lambda m: setattr(m, "ALIAS_EXTRA", True), "guard_pkg.state.ALIASED.extra now exists"),
     (
         "aliased_config",
         lambda m: m.AliasConfig.attribute_map.__setitem__("width", "_gain"),
@@ -496,6 +502,10 @@ def test_reads_through_a_traced_getattribute_ride_on_tags(pkg: types.ModuleType,
     state = BoundState(older, pkg.aliased_config, evaluator)
     assert state.check(None, ()) == -1 and state.check(None, ()) == -1
     assert {"guard_pkg.state.ALIASED.hidden", "guard_pkg.state.ALIASED"} <= reread(state)
+    # a class that also has a __getattr__ (run on a miss, which Dynamo may not have followed)
+    pkg.AliasConfig.__getattr__ = _no_attribute
+    assert check() == -1  # the class changed: walked in full again, then snapshot
+    assert {"guard_pkg.state.ALIASED.hidden", "guard_pkg.state.ALIASED"} <= reread(check.native)
 
 
 def test_evaluators_agree_under_random_changes(pkg: types.ModuleType, evaluator: Any) -> None:
