@@ -40,6 +40,10 @@ that fell back to Python would be an error, never a silently different number) u
   package, each process of one side followed by one of the other. A first call varies by
   about a millisecond between runs of this benchmark on the 2-core machines here: compare a
   change with its parent this way, not across runs. ``--first-only`` skips the steady state.
+  ``--against`` swaps the run path in Python only: the package (its guard records and C
+  evaluator) is this checkout's build. For a before/after of the build side, run this file
+  from a checkout of the other revision with that checkout first on ``PYTHONPATH`` (the
+  build's child process inherits it) and another ``--workdir``.
 
 aot_build's and the package's bytecode is written first (``compileall``, as pip does at
 install), so that a machine with ``PYTHONDONTWRITEBYTECODE`` does not time compiling.
@@ -381,12 +385,13 @@ def render(report: dict[str, Any]) -> str:
             f"{number(m.get('weights'))} |"
         )
     rev = report.get("against")
-    lines += [
-        "",
-        "| model | first call, eager (ms) | first call, aot_build (ms) | over eager (ms) |"
-        + (f" at {rev}: aot_build (ms) | at {rev}: over eager (ms) |" if rev else ""),
-        "|---|---|---|---|" + ("---|---|" if rev else ""),
-    ]
+    if report["first"]:  # not with --first-runs 0
+        lines += [
+            "",
+            "| model | first call, eager (ms) | first call, aot_build (ms) | over eager (ms) |"
+            + (f" at {rev}: aot_build (ms) | at {rev}: over eager (ms) |" if rev else ""),
+            "|---|---|---|---|" + ("---|---|" if rev else ""),
+        ]
     for name, r in report["first"].items():
         if "error" in r:
             lines.append(f"| {name} | error: {first_line(r['error'])} |")
