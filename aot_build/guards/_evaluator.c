@@ -98,6 +98,7 @@ typedef struct {
     int self_none;
     PyObject *weights;     /* owned: that walk's weights tuple */
     Py_ssize_t nstamp, capstamp;
+    Py_ssize_t *seen, capseen; /* while recording: stamps by hash (index + 1; 0: empty) */
     Stamp *stamps;
     Py_ssize_t nvol, capvol;
     Volatile *vols;
@@ -350,6 +351,14 @@ static int run_check(Check *c, PyObject *obj, PyObject **objs, PyObject *weights
 
 /* ------------------------------------------------------------------ snapshot */
 
+/* Drop what only recording uses: the traced functions, the table of stamps by hash. */
+static void end_recording(Evaluator *ev) {
+    Py_CLEAR(ev->traced);
+    PyMem_Free(ev->seen);
+    ev->seen = NULL;
+    ev->capseen = 0;
+}
+
 #if HAVE_DICT_TAGS
 
 static void clear_snapshot(Evaluator *ev) {
@@ -367,8 +376,47 @@ static void clear_snapshot(Evaluator *ev) {
     ev->have_snapshot = 0;
 }
 
-/* Duplicates are removed once the snapshot is recorded (unique_stamps). */
+static size_t stamp_hash(int kind, PyObject *obj, uint64_t tag, PyObject *ptr) {
+    uint64_t h = (uint64_t)(uintptr_t)obj * 0x9E3779B97F4A7C15ull;
+    h ^= ((uint64_t)(uintptr_t)ptr + (uint64_t)kind) * 0xC2B2AE3D27D4EB4Full;
+    h ^= tag * 0x165667B19E3779F9ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot of the stamp (or the empty slot for it) in the table of recorded stamps. */
+static Py_ssize_t *seen_slot(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObject *ptr) {
+    size_t mask = (size_t)ev->capseen - 1, i = stamp_hash(kind, obj, tag, ptr) & mask;
+    for (;; i = (i + 1) & mask) {
+        Py_ssize_t k = ev->seen[i];
+        if (k == 0) return &ev->seen[i];
+        Stamp *s = &ev->stamps[k - 1];
+        if (s->kind == kind && s->obj == obj && s->tag == tag && s->ptr == ptr) return &ev->seen[i];
+    }
+}
+
+/* Double the table of recorded stamps (which keeps it at most half full). */
+static int grow_seen(Evaluator *ev) {
+    Py_ssize_t cap = ev->capseen ? 2 * ev->capseen : 256;
+    Py_ssize_t *table = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+    if (table == NULL) return -1;
+    PyMem_Free(ev->seen);
+    ev->seen = table;
+    ev->capseen = cap;
+    for (Py_ssize_t k = 0; k < ev->nstamp; k++) {
+        Stamp *s = &ev->stamps[k];
+        *seen_slot(ev, s->kind, s->obj, s->tag, s->ptr) = k + 1;
+    }
+    return 0;
+}
+
+/* Record a stamp once: a type or an instance dict read for many attributes (every module of a
+   model, every attribute of one) is stamped on each read, and the fast path needs it once.
+   Found again through a hash table while recording (sorting UNet's ~8,000 stamps to drop the
+   repeats cost more than the walk itself). */
 static int add_stamp(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObject *ptr) {
+    if (2 * (ev->nstamp + 1) > ev->capseen && grow_seen(ev) < 0) return -1;
+    Py_ssize_t *slot = seen_slot(ev, kind, obj, tag, ptr);
+    if (*slot != 0) return 0;
     if (ev->nstamp == ev->capstamp) {
         Py_ssize_t cap = ev->capstamp ? 2 * ev->capstamp : 64;
         Stamp *s = PyMem_Realloc(ev->stamps, cap * sizeof(Stamp));
@@ -378,6 +426,7 @@ static int add_stamp(Evaluator *ev, int kind, PyObject *obj, uint64_t tag, PyObj
     }
     Py_INCREF(obj);
     ev->stamps[ev->nstamp++] = (Stamp){kind, obj, tag, ptr};
+    *slot = ev->nstamp;
     return 0;
 }
 
@@ -394,20 +443,9 @@ static int stamp_order(const void *a, const void *b) {
     return x->tag < y->tag ? -1 : x->tag > y->tag;
 }
 
-/* Each stamp once: a type or an instance dict read for many attributes (every module of a
-   model, every attribute of one) is stamped on each read; the fast path needs it once. */
-static void unique_stamps(Evaluator *ev) {
-    if (ev->nstamp < 2) return;
-    qsort(ev->stamps, (size_t)ev->nstamp, sizeof(Stamp), stamp_order);
-    Py_ssize_t kept = 1;
-    for (Py_ssize_t i = 1; i < ev->nstamp; i++) {
-        if (stamp_order(&ev->stamps[i], &ev->stamps[kept - 1]) == 0) {
-            Py_DECREF(ev->stamps[i].obj);
-        } else {
-            ev->stamps[kept++] = ev->stamps[i];
-        }
-    }
-    ev->nstamp = kept;
+/* The stamps in order of kind and address: the fast path compares them in that order. */
+static void sort_stamps(Evaluator *ev) {
+    if (ev->nstamp > 1) qsort(ev->stamps, (size_t)ev->nstamp, sizeof(Stamp), stamp_order);
 }
 
 /* The type's version tag, assigned if it has none yet; 0: none can be had (never stamped). */
@@ -663,12 +701,12 @@ static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject 
             if (s == 0 && add_volatile_check(ev, i, &nd->checks[j]) < 0) goto fail;
         }
     }
-    Py_CLEAR(ev->traced);
-    unique_stamps(ev);
+    end_recording(ev);
+    sort_stamps(ev);
     ev->have_snapshot = 1;
     return;
 fail:
-    Py_CLEAR(ev->traced);
+    end_recording(ev);
     PyErr_Clear();
     ev->objs = NULL;  /* the caller still owns objs */
     clear_snapshot(ev);
@@ -925,6 +963,15 @@ static void free_nodes(Evaluator *ev) {
     ev->nodes = NULL;
 }
 
+/* The items of a program entry that must be a tuple of n (borrowed), else TypeError. */
+static PyObject *const *items_of(PyObject *item, Py_ssize_t n, const char *what, Py_ssize_t node) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != n) {
+        PyErr_Format(PyExc_TypeError, "node %zd: a %s must be a tuple of %zd items", node, what, n);
+        return NULL;
+    }
+    return ((PyTupleObject *)item)->ob_item;
+}
+
 static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
     PyObject *program;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &program)) return -1;
@@ -940,7 +987,18 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(program, i), *key, *checks;
         Node *nd = &ev->nodes[i];
-        if (!PyArg_ParseTuple(item, "niOO!", &nd->parent, &nd->op, &key, &PyTuple_Type, &checks)) return -1;
+        /* unpacked by hand: PyArg_ParseTuple per node and check was most of UNet's 0.7 ms here */
+        PyObject *const *f = items_of(item, 4, "node", i);
+        if (f == NULL) return -1;
+        nd->parent = PyLong_AsSsize_t(f[0]);
+        nd->op = (int)PyLong_AsLong(f[1]);
+        key = f[2];
+        checks = f[3];
+        if (PyErr_Occurred()) return -1;
+        if (!PyTuple_Check(checks)) {
+            PyErr_Format(PyExc_TypeError, "node %zd: checks must be a tuple", i);
+            return -1;
+        }
         if (nd->parent >= i || nd->parent < -1) {
             PyErr_Format(PyExc_ValueError, "node %zd: bad parent", i);
             return -1;
@@ -972,8 +1030,12 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
         }
         for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
             Check *c = &nd->checks[j];
-            PyObject *const_;
-            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(checks, j), "liO", &c->code, &c->op, &const_)) return -1;
+            PyObject *const *g = items_of(PyTuple_GET_ITEM(checks, j), 3, "check", i);
+            if (g == NULL) return -1;
+            c->code = PyLong_AsLong(g[0]);
+            c->op = (int)PyLong_AsLong(g[1]);
+            if (PyErr_Occurred()) return -1;
+            PyObject *const_ = g[2];
             Py_INCREF(const_);
             c->c = const_;
             if (c->op == CK_SAME || c->op == CK_WEIGHT || c->op == CK_LEN) {
@@ -1000,6 +1062,7 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
 
 static void Evaluator_dealloc(Evaluator *ev) {
     clear_snapshot(ev);
+    end_recording(ev);
     PyMem_Free(ev->stamps);
     PyMem_Free(ev->vols);
     free_nodes(ev);

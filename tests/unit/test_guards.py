@@ -479,6 +479,26 @@ def test_the_snapshot_stamps_what_dict_tags_cover(evaluator: Any) -> None:
         HOLDER = saved
 
 
+@pytest.mark.parametrize(
+    ("program", "error"),
+    [
+        ([[-1, 0, 1, ()]], TypeError),  # a node as a list
+        ([(-1, 0, 1)], TypeError),  # three items
+        ([("-1", 0, 1, ())], TypeError),  # a parent that is not an int
+        ([(-1, 0, 1, [])], TypeError),  # checks as a list
+        ([(-1, 0, 1, ((0, 3),))], TypeError),  # a check of two items
+        ([(-1, 0, 1, ((0, "3", 1),))], TypeError),  # an opcode that is not an int
+        ([(-1, 0, 1, ((0, 99, 1),))], ValueError),  # an unknown check
+        ([(0, 10, "x", ())], ValueError),  # its own parent
+        ([(-1, 0, 1, ((0, 9, 5),))], ValueError),  # same as a missing node
+    ],
+)
+def test_a_malformed_program_is_refused(evaluator: Any, program: list[Any], error: type[Exception]) -> None:
+    """The evaluator checks the program it is given (a damaged record falls back, never crashes)."""
+    with pytest.raises(error):
+        evaluator.Evaluator(program)
+
+
 def test_reads_through_a_traced_getattribute_ride_on_tags(pkg: types.ModuleType, evaluator: Any) -> None:
     """A config whose attribute reads run Python (transformers' PretrainedConfig aliases names
     in its ``__getattribute__``): the build checks that its class still runs the function Dynamo
