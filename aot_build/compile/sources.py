@@ -8,15 +8,20 @@ import hashlib
 from pathlib import Path
 
 
+def build_side_files() -> list[Path]:
+    """aot_build's sources that shape what a build ships (all but the run-time ``load``): its
+    Python modules and the guard evaluator's C source, which every wheel ships compiled."""
+    root = Path(__file__).resolve().parent.parent
+    found = [*root.rglob("*.py"), *root.rglob("*.c")]
+    return sorted(f for f in found if f.relative_to(root).parts[0] != "load" and "__pycache__" not in f.parts)
+
+
 @functools.cache
 def build_side_hash() -> str:
-    """Hash of aot_build's sources that shape artifacts (all but the run-time ``load``): a
-    development build of aot-build whose version did not change must not reuse libraries an
-    older build of it made."""
+    """Hash of :func:`build_side_files`: a development build of aot-build whose version did not
+    change must not reuse libraries (or an evaluator) an older build of it made."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        rel = f.relative_to(root)
-        if rel.parts[0] != "load" and "__pycache__" not in rel.parts:
-            h.update(str(rel).encode() + b"\0" + f.read_bytes() + b"\0")
+    for f in build_side_files():
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()

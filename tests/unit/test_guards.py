@@ -605,6 +605,16 @@ def test_read_failures_name_the_missing_step(pkg: types.ModuleType, evaluator: A
     assert code >= READ_FAILED and "guard_pkg.state.OD['gain'] no longer exists" in check.explain(code)
 
 
+def test_the_evaluator_source_is_in_the_build_fingerprint() -> None:
+    """The build cache and the no-change reuse key on aot_build's build-side sources: a changed
+    evaluator must not be shipped from an older development build's output."""
+    from aot_build.compile.sources import build_side_files
+
+    files = build_side_files()
+    assert native.SOURCE.resolve() in files
+    assert not any(f.parent.name == "load" for f in files)  # the run side shapes nothing built
+
+
 def test_the_evaluator_is_built_reproducibly(tmp_path: Path) -> None:
     a = native.build(tmp_path)
     b = native.build(tmp_path)
