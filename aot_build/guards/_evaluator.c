@@ -102,7 +102,7 @@ typedef struct {
     Stamp *stamps;
     Py_ssize_t nvol, capvol;
     Volatile *vols;
-    PyObject *traced;      /* while recording: the code objects the tree checks by identity */
+    PyObject *traced;      /* while recording: the functions and code objects the tree checks by identity */
     /* statistics (tests, benchmarks) */
     long long full_walks, fast_hits;
 } Evaluator;
@@ -114,8 +114,8 @@ static PyObject *object_getattribute;
 /* ------------------------------------------------------------------ reading one node */
 
 /* The keys of the last dict subclass read by key position in one check: a config's dozens of
-   keys()[i] reads call its keys() once, not once per key (diffusers' FrozenDict: 29 reads,
-   16 µs -> 2 µs per call). Holds its dict, so that the identity stays meaningful. */
+   keys()[i] reads call its keys() once, not once per key (diffusers' FrozenDict, 29 reads: UNet's
+   whole check 16 -> 4 µs per call). Holds its dict, so that the identity stays meaningful. */
 typedef struct {
     PyObject *of;
     PyObject *list;
