@@ -102,7 +102,7 @@ typedef struct {
     Stamp *stamps;
     Py_ssize_t nvol, capvol;
     Volatile *vols;
-    PyObject *traced;      /* while recording: the functions and code objects the tree checks by identity */
+    PyObject *traced;      /* the functions and code objects the tree checks by identity (a set) */
     /* statistics (tests, benchmarks) */
     long long full_walks, fast_hits;
 } Evaluator;
@@ -351,9 +351,8 @@ static int run_check(Check *c, PyObject *obj, PyObject **objs, PyObject *weights
 
 /* ------------------------------------------------------------------ snapshot */
 
-/* Drop what only recording uses: the traced functions, the table of stamps by hash. */
+/* Drop what only recording uses: the table of stamps by hash. */
 static void end_recording(Evaluator *ev) {
-    Py_CLEAR(ev->traced);
     PyMem_Free(ev->seen);
     ev->seen = NULL;
     ev->capseen = 0;
@@ -467,10 +466,10 @@ static int generic_getattr(PyTypeObject *tp) {
     return ga != NULL && ga == object_getattribute;
 }
 
-/* Whether the Python function f (a class's __getattribute__ or __getattr__) was traced by the
-   build: its code is one the tree checks by identity (Dynamo inlines such a function and guards
-   every read it makes, so with its code unchanged its result is fixed by the tree's other
-   checks and by the object's own dict and type). */
+/* Whether the Python function f (a class's __getattribute__) was traced by the build: the tree
+   checks it, or its code, by identity (Dynamo inlines such a function and guards every read it
+   makes, so with its code unchanged its result is fixed by the tree's other checks and by the
+   object's own dict and type). */
 static int traced_function(Evaluator *ev, PyObject *f) {
     if (f == NULL || !PyFunction_Check(f) || ev->traced == NULL) return 0;
     PyObject *code = PyFunction_GET_CODE(f);
@@ -680,15 +679,6 @@ static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject 
     ev->self_none = self_obj == Py_None;
     Py_INCREF(weights);
     ev->weights = weights;
-    ev->traced = PySet_New(NULL);
-    if (ev->traced == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < ev->n; i++) {
-        for (Py_ssize_t j = 0; j < ev->nodes[i].ncheck; j++) {
-            Check *c = &ev->nodes[i].checks[j];
-            if (c->op == CK_ID && (PyCode_Check(c->c) || PyFunction_Check(c->c)) && PySet_Add(ev->traced, c->c) < 0)
-                goto fail;
-        }
-    }
     for (Py_ssize_t i = 0; i < ev->n; i++) {
         Node *nd = &ev->nodes[i];
         PyObject *parent = nd->parent >= 0 ? objs[nd->parent] : NULL;
@@ -961,6 +951,7 @@ static void free_nodes(Evaluator *ev) {
     }
     PyMem_Free(ev->nodes);
     ev->nodes = NULL;
+    Py_CLEAR(ev->traced);
 }
 
 /* The items of a program entry that must be a tuple of n (borrowed), else TypeError. */
@@ -1055,6 +1046,16 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
                 PyErr_Format(PyExc_ValueError, "node %zd: bad check opcode", i);
                 return -1;
             }
+        }
+    }
+    /* what traced_function looks in: fixed by the program, so found once */
+    ev->traced = PySet_New(NULL);
+    if (ev->traced == NULL) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (Py_ssize_t j = 0; j < ev->nodes[i].ncheck; j++) {
+            Check *c = &ev->nodes[i].checks[j];
+            if (c->op == CK_ID && (PyCode_Check(c->c) || PyFunction_Check(c->c)) && PySet_Add(ev->traced, c->c) < 0)
+                return -1;
         }
     }
     return 0;
