@@ -357,7 +357,8 @@ class Manifest:
 
     def entry(self, key: str) -> Entry | None:
         """The entry ``key`` (parsed now when read lazily), or None; ManifestError when its
-        record is damaged."""
+        record is damaged. Read lazily, its guard trees' nodes are checked when they are bound
+        (the shim then falls back, naming the node) or first asked for."""
         if key not in self.entries and key in self.unparsed:
             parse = _entry_v1 if self.read_version == 1 else _entry
             raw = self.unparsed.pop(key)
@@ -474,9 +475,11 @@ class Manifest:
             if not lazy:
                 for key in list(manifest.unparsed):
                     value = manifest.unparsed.pop(key)
-                    manifest.entries[key] = parse_entry(
+                    entry = manifest.entries[key] = parse_entry(
                         manifest._record(key, value) if isinstance(value, str) else value
                     )
+                    for v in entry.variants:
+                        v.state.nodes  # noqa: B018 -- parsed and checked now (a lazy read leaves it to the bind)
             return manifest
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
             raise ManifestError(f"{where}: damaged manifest ({type(exc).__name__}: {exc})") from exc

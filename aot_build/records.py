@@ -114,6 +114,11 @@ def _make_init(cls: type, fields: dict[str, dataclasses.Field[Any]]) -> Callable
     setter = object.__setattr__
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) == n_names and not kwargs:  # every field by position: most records made
+            self.__dict__.update(zip(names, args, strict=True))
+            if post_init is not None:
+                post_init(self)
+            return
         if len(args) > n_names:
             raise TypeError(f"{qualname}() takes {n_names} arguments, {len(args)} given")
         for name, value in zip(names, args, strict=False):

@@ -131,11 +131,19 @@ def torch_version() -> str:
 
 
 def build_package(
-    name: str, files: dict[str, str], targets: list[str], work: Path, salt: str, rebuild: bool
+    name: str,
+    files: dict[str, str],
+    targets: list[str],
+    work: Path,
+    salt: str,
+    rebuild: bool,
+    root: Path | None = None,
 ) -> Path:
     """Compile package ``name`` (sources ``files``: file name → text) for ``targets`` with the
     build's own child process (``python -m aot_build.compile job.json``), as the setuptools
-    hook would; cached by hash under ``work/pkgs``. Returns the folder to put on sys.path."""
+    hook would; cached by hash under ``work/pkgs`` (one build per name there). ``root``: a
+    folder holding another ``aot_build/`` to build with (first on the child's PYTHONPATH)
+    instead of this checkout's. Returns the folder to put on sys.path."""
     log = logger("build")
     h = hashlib.sha256(f"{salt}\0{name}\0{' '.join(targets)}\0".encode())
     for fname in sorted(files):
@@ -166,6 +174,8 @@ def build_package(
     )
     config.write(site / "job.json")
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"))
+    if root is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     for k in ("AOT_BUILD_STRICT", "ATEN_CPU_CAPABILITY"):
         env.pop(k, None)
     log(f"compiling {name} for {', '.join(targets)} (cached afterwards)")

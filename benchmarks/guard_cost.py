@@ -35,15 +35,13 @@ that fell back to Python would be an error, never a silently different number) u
   the guard tree, the evaluator, the weights, the library; then the call) or eager.
 * *shim import*: fresh processes, after ``import torch``: ``import aot_build.load.shim``; and
   as a first call imports it: after ``import aot_build`` too, the collector paused.
-* ``--against REV``: the first call and the shim import are also timed with the run path of
-  git revision ``REV`` (its ``aot_build/``, exported under ``--workdir``), on the same
-  package, each process of one side followed by one of the other. A first call varies by
-  about a millisecond between runs of this benchmark on the 2-core machines here: compare a
-  change with its parent this way, not across runs. ``--first-only`` skips the steady state.
-  ``--against`` swaps the run path in Python only: the package (its guard records and C
-  evaluator) is this checkout's build. For a before/after of the build side, run this file
-  from a checkout of the other revision with that checkout first on ``PYTHONPATH`` (the
-  build's child process inherits it) and another ``--workdir``.
+* ``--against REV``: the first call and the shim import are also timed as git revision
+  ``REV`` gives them: its ``aot_build/`` (exported under ``--workdir``) builds the same
+  package again (its guard records and C evaluator) and runs it, each process of one side
+  followed by one of the other. A first call varies by about a millisecond between runs of
+  this benchmark on the 2-core machines here: compare a change with its parent this way, not
+  across runs. ``--first-only`` skips the steady state. (REV's build reads this checkout's
+  ``job.json``: a revision whose ``BuildConfig`` differs cannot be compared this way.)
 
 aot_build's and the package's bytecode is written first (``compileall``, as pip does at
 install), so that a machine with ``PYTHONDONTWRITEBYTECODE`` does not time compiling.
@@ -445,7 +443,9 @@ def main() -> int:
     p.add_argument("--rebuild", action="store_true")
     p.add_argument("--json", type=Path)
     p.add_argument("--render", type=Path, help="print the tables of a --json file; measure nothing")
-    p.add_argument("--against", metavar="REV", help="also time first calls with git revision REV's run path")
+    p.add_argument(
+        "--against", metavar="REV", help="also time first calls as git revision REV builds and runs them"
+    )
     p.add_argument("--first-only", action="store_true", help="first call and shim import only")
     args = p.parse_args()
     if args.render:
@@ -462,7 +462,19 @@ def main() -> int:
     site = build_package(PACKAGE, package_files(models), [TARGET], work, salt, args.rebuild)
     # bytecode, as pip writes it at install: imports are timed, not compiles
     against = export_revision(args.against, work) if args.against else None
-    for folder in (REPO / "aot_build", site, *([against / "aot_build"] if against else [])):
+    # REV's side: its run path on the package its own build side makes (evaluator included)
+    against_site = (
+        build_package(
+            PACKAGE, package_files(models), [TARGET], against, against.name, args.rebuild, root=against
+        )
+        if against
+        else None
+    )
+    for folder in (
+        REPO / "aot_build",
+        site,
+        *([against / "aot_build", against_site] if against_site else []),
+    ):
         compileall.compile_dir(str(folder), quiet=1)
     report: dict[str, Any] = {"meta": meta, "rounds": args.rounds, "steady": {}, "first": {}}
     if args.against:
@@ -471,7 +483,7 @@ def main() -> int:
     # side -> worker config: eager, this checkout, and REV's run path on the same package
     sides: dict[str, dict[str, Any]] = {"eager": {"side": "eager"}, "aot_build": {"side": "aot_build"}}
     if against:
-        sides["against"] = {"side": "aot_build", "root": str(against)}
+        sides["against"] = {"side": "aot_build", "root": str(against), "site": str(against_site)}
     for name in models:
         pt2 = ""
         if not args.no_aoti and not args.first_only:

@@ -1,8 +1,9 @@
 /*
  * aot_build's guard evaluator: the bound guard tree of one variant, checked on every call.
  *
- * The program is built in Python (aot_build/guards/bound.py): one instruction per node,
- * (parent, op, key, ((code, opcode, const), ...)), nodes after their parents. check(self,
+ * The program: one instruction per node, (parent, op, key, ((code, opcode, const), ...)),
+ * nodes after their parents; made by bind() below from the record's JSON, or in Python
+ * (aot_build/guards/bound.py, the reference, for evaluators without bind()). check(self,
  * weights) walks it exactly as BoundState.check_python does (the reference: same opcodes,
  * same failure codes; "same" checks run after every node is read) and returns -1 when every
  * check holds, else the failing check's code, or READ_FAILED + node when a node could not be
@@ -1031,6 +1032,8 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
             c->c = const_;
             if (c->op == CK_SAME || c->op == CK_WEIGHT || c->op == CK_LEN) {
                 c->index = PyLong_AsSsize_t(const_);
+                if (c->index == -1 && c->op == CK_LEN && PyErr_ExceptionMatches(PyExc_OverflowError))
+                    PyErr_Clear();  /* a length no container has: -1 never matches, as in Python */
                 if (c->index < 0 && PyErr_Occurred()) return -1;
                 if (c->op == CK_SAME && (c->index < 0 || c->index >= n)) {
                     PyErr_Format(PyExc_ValueError, "node %zd: same as a missing node", i);
@@ -1059,6 +1062,333 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ binding from the record */
+
+/* bind(nodes, nweights, binder) -> (program, weight_nodes): the program of BoundState._bind (the
+   reference: same instructions, same failure codes, same constants), made straight from the
+   record's JSON node lists ([parent, step, key, [[kind, expect], ...]]) without building the
+   StateTree's Python objects first. What needs Python (a root, a class or identity to import, an
+   encoded value to decode) is asked of `binder` (bound.py's _Binder): root(step, key, node),
+   cls(expect), identity(expect, node), value(raw). UNet's 3,000 nodes: 7 -> 1 ms on a first call.
+   Every malformed node raises ValueError or TypeError naming it, as StateTree.from_json does. */
+
+static PyObject *step_ops, *check_ops;  /* name -> opcode (dicts, filled at module init) */
+
+/* A JSON scalar that values.decode returns unchanged (None, bool, int, str, float). */
+static int plain_json(PyObject *o) {
+    return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyUnicode_CheckExact(o) || PyFloat_CheckExact(o);
+}
+
+/* A node or check as a list or tuple of exactly n items (borrowed), else NULL with ValueError. */
+static PyObject *const *json_items(PyObject *o, Py_ssize_t n, const char *what, Py_ssize_t node) {
+    if (PyList_CheckExact(o) && PyList_GET_SIZE(o) == n) return ((PyListObject *)o)->ob_item;
+    PyErr_Format(PyExc_ValueError, "node %zd: a %s must be a list of %zd items", node, what, n);
+    return NULL;
+}
+
+static PyObject *imported_ref(PyObject *ref);
+
+/* memo[key] or, the first time, what the "module:qualname" key names when it is imported
+   already, else call(args); remembered under key (new reference). */
+static PyObject *memo_call(PyObject *memo, PyObject *key, PyObject *callable, PyObject *const *args, size_t nargs) {
+    PyObject *hit = PyDict_GetItemWithError(memo, key);
+    if (hit != NULL) return Py_NewRef(hit);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *made = imported_ref(key);  /* key is a "module:qualname" */
+    if (made == NULL) made = PyObject_Vectorcall(callable, args, nargs, NULL);
+    if (made != NULL && PyDict_SetItem(memo, key, made) < 0) Py_CLEAR(made);
+    return made;
+}
+
+/* values.decode of {"list": [...]} or {"tuple": [...]} whose items are plain (a dict's keys,
+   a shape): made here, without calling Python. NULL without an error: ask the binder. */
+static PyObject *plain_sequence(PyObject *raw) {
+    if (!PyDict_CheckExact(raw) || PyDict_GET_SIZE(raw) != 1) return NULL;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    PyDict_Next(raw, &pos, &k, &v);
+    int tuple = PyUnicode_CompareWithASCIIString(k, "tuple") == 0;
+    if ((!tuple && PyUnicode_CompareWithASCIIString(k, "list") != 0) || !PyList_CheckExact(v)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(v);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!plain_json(PyList_GET_ITEM(v, i))) return NULL;
+    return tuple ? PyList_AsTuple(v) : PyList_GetSlice(v, 0, n);
+}
+
+/* names.import_ref("module:qualname") for a module imported already and attributes that
+   exist: found here. NULL without an error otherwise: the binder imports or reports it. */
+static PyObject *imported_ref(PyObject *ref) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(ref), colon = PyUnicode_FindChar(ref, ':', 0, n, 1);
+    if (colon < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *name = PyUnicode_Substring(ref, 0, colon), *modules = PySys_GetObject("modules");
+    PyObject *obj = name != NULL && modules != NULL ? PyDict_GetItemWithError(modules, name) : NULL;
+    Py_XDECREF(name);
+    if (obj == NULL || !PyObject_IsTrue(obj)) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(obj);
+    Py_ssize_t start = colon + 1;
+    while (start < n && obj != NULL) {
+        Py_ssize_t dot = PyUnicode_FindChar(ref, '.', start, n, 1);
+        Py_ssize_t end = dot < 0 ? n : dot;
+        PyObject *part = PyUnicode_Substring(ref, start, end);
+        PyObject *next = part != NULL ? PyObject_GetAttr(obj, part) : NULL;
+        Py_XDECREF(part);
+        Py_SETREF(obj, next);
+        start = end + 1;
+    }
+    if (obj == NULL) PyErr_Clear();
+    return obj;
+}
+
+/* The constant check `kind` (opcode op) with expectation `expect` binds to at node i. */
+static PyObject *bind_const(int op, PyObject *expect, Py_ssize_t i, PyObject *nodeidx, PyObject *binder_cls,
+                            PyObject *binder_identity, PyObject *binder_value, PyObject *classes, PyObject *refs) {
+    switch (op) {
+    case CK_TYPE:
+        if (PyUnicode_CheckExact(expect)) return memo_call(classes, expect, binder_cls, &expect, 1);
+        return PyObject_Vectorcall(binder_cls, &expect, 1, NULL);
+    case CK_ID: {
+        /* {"ref": "module:qualname"}: one object per name; {"code": ...}: the code found at node i */
+        PyObject *ref = PyDict_CheckExact(expect) && PyDict_GET_SIZE(expect) == 1 ? PyDict_GetItemString(expect, "ref") : NULL;
+        PyObject *args[2] = {expect, nodeidx};
+        if (ref != NULL && PyUnicode_CheckExact(ref)) return memo_call(refs, ref, binder_identity, args, 2);
+        return PyObject_Vectorcall(binder_identity, args, 2, NULL);
+    }
+    case CK_EQ: case CK_KEYS: case CK_HAS: case CK_LACKS: {
+        if (plain_json(expect)) return Py_NewRef(expect);
+        PyObject *made = plain_sequence(expect);
+        if (made != NULL || PyErr_Occurred()) return made;
+        return PyObject_Vectorcall(binder_value, &expect, 1, NULL);
+    }
+    case CK_LEN:
+        if (PyLong_CheckExact(expect)) return Py_NewRef(expect);
+        return PyNumber_Long(expect);
+    case CK_HASATTR: {
+        PyObject *const *f = PyList_Check(expect) && PyList_GET_SIZE(expect) == 2 ? ((PyListObject *)expect)->ob_item
+                             : PyTuple_Check(expect) && PyTuple_GET_SIZE(expect) == 2 ? ((PyTupleObject *)expect)->ob_item
+                                                                                       : NULL;
+        if (f == NULL) {
+            PyErr_Format(PyExc_ValueError, "bad attribute expectation %R", expect);
+            return NULL;
+        }
+        int want = PyObject_IsTrue(f[1]);
+        if (want < 0) return NULL;
+        PyObject *name = PyObject_Str(f[0]);
+        return name == NULL ? NULL : Py_BuildValue("(NO)", name, want ? Py_True : Py_False);
+    }
+    case CK_NOTNONE:
+        return Py_NewRef(Py_None);
+    default: /* CK_SAME, CK_WEIGHT: an index, checked by the caller */
+        return Py_NewRef(expect);
+    }
+}
+
+static PyObject *module_bind(PyObject *unused, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "bind(nodes: list, nweights: int, binder)");
+        return NULL;
+    }
+    PyObject *nodes = args[0], *binder = args[2];
+    Py_ssize_t n = PyList_GET_SIZE(nodes), nweights = PyLong_AsSsize_t(args[1]);
+    if (nweights < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bind: a negative weight count");
+        return NULL;
+    }
+    PyObject *program = NULL, *weight_nodes = NULL, *classes = NULL, *refs = NULL, *result = NULL;
+    PyObject *b_root = NULL, *b_cls = NULL, *b_identity = NULL, *b_value = NULL;
+    Py_ssize_t *same_of = NULL, nsame = 0, read = 0;  /* (node, other) pairs of "same" checks */
+    long code = 0;
+    program = PyList_New(n);
+    weight_nodes = PyList_New(nweights);
+    classes = PyDict_New();
+    refs = PyDict_New();
+    same_of = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (n ? n : 1));
+    if (!program || !weight_nodes || !classes || !refs) goto done;
+    if (same_of == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t cap_same = n ? n : 1;
+    for (Py_ssize_t w = 0; w < nweights; w++) {
+        PyObject *l = PyList_New(0);
+        if (l == NULL) goto done;
+        PyList_SET_ITEM(weight_nodes, w, l);
+    }
+    b_root = PyObject_GetAttrString(binder, "root");
+    b_cls = PyObject_GetAttrString(binder, "cls");
+    b_identity = PyObject_GetAttrString(binder, "identity");
+    b_value = PyObject_GetAttrString(binder, "value");
+    if (!b_root || !b_cls || !b_identity || !b_value) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *const *f = json_items(PyList_GET_ITEM(nodes, i), 4, "node", i);
+        if (f == NULL) goto done;
+        PyObject *parent = f[0], *step = f[1], *key = f[2], *raw_checks = f[3];
+        Py_ssize_t p = PyLong_CheckExact(parent) ? PyLong_AsSsize_t(parent) : -2;
+        if (p == -1 && PyErr_Occurred()) PyErr_Clear(), p = -2;
+        if (p < -1 || p >= i) {
+            PyErr_Format(PyExc_ValueError, "node %zd: bad parent %R", i, parent);
+            goto done;
+        }
+        PyObject *nodeidx = PyLong_FromSsize_t(i), *op = NULL, *bkey = NULL, *checks = NULL, *instr = NULL;
+        if (nodeidx == NULL) goto done;
+        if (p < 0) {
+            PyObject *rargs[3] = {step, key, nodeidx};
+            PyObject *r = PyObject_Vectorcall(b_root, rargs, 3, NULL);
+            if (r == NULL || !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+                if (r != NULL) PyErr_Format(PyExc_TypeError, "node %zd: binder.root must give (op, key)", i);
+                Py_XDECREF(r);
+                goto node_failed;
+            }
+            op = Py_NewRef(PyTuple_GET_ITEM(r, 0));
+            bkey = Py_NewRef(PyTuple_GET_ITEM(r, 1));
+            Py_DECREF(r);
+        } else {
+            op = PyUnicode_CheckExact(step) ? PyDict_GetItemWithError(step_ops, step) : NULL;
+            if (op == NULL) {
+                if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "node %zd: bad path step kind %R", i, step);
+                goto node_failed;
+            }
+            Py_INCREF(op);
+            long sop = PyLong_AsLong(op);
+            if (sop == OP_GETATTR) {
+                if (!PyUnicode_Check(key)) {
+                    PyErr_Format(PyExc_ValueError, "node %zd: bad attribute name %R", i, key);
+                    goto node_failed;
+                }
+                bkey = Py_NewRef(key);
+            } else if (sop == OP_ITEM || sop == OP_INDEX) {
+                bkey = plain_json(key) ? Py_NewRef(key) : PyObject_Vectorcall(b_value, &key, 1, NULL);
+                if (bkey == NULL) goto node_failed;
+            } else if (sop == OP_KEY) {
+                if (!PyLong_CheckExact(key)) {
+                    PyErr_Format(PyExc_ValueError, "node %zd: bad position %R", i, key);
+                    goto node_failed;
+                }
+                bkey = Py_NewRef(key);
+            } else {
+                bkey = Py_NewRef(Py_None);
+            }
+        }
+        if (!PyList_Check(raw_checks)) {
+            PyErr_Format(PyExc_ValueError, "node %zd: its checks must be a list", i);
+            goto node_failed;
+        }
+        Py_ssize_t nc = PyList_GET_SIZE(raw_checks);
+        checks = PyTuple_New(nc);
+        if (checks == NULL) goto node_failed;
+        for (Py_ssize_t j = 0; j < nc; j++) {
+            PyObject *const *g = json_items(PyList_GET_ITEM(raw_checks, j), 2, "check", i);
+            if (g == NULL) goto node_failed;
+            PyObject *kind = g[0], *expect = g[1];
+            PyObject *opcode = PyUnicode_CheckExact(kind) ? PyDict_GetItemWithError(check_ops, kind) : NULL;
+            if (opcode == NULL) {
+                if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "node %zd: unknown check kind %R", i, kind);
+                goto node_failed;
+            }
+            int cop = (int)PyLong_AsLong(opcode);
+            if (cop == CK_WEIGHT || cop == CK_SAME) {
+                Py_ssize_t idx = PyLong_CheckExact(expect) ? PyLong_AsSsize_t(expect) : -1;
+                if (idx == -1 && PyErr_Occurred()) PyErr_Clear();
+                if (!PyLong_CheckExact(expect) || idx < 0) {
+                    PyErr_Format(PyExc_ValueError, "node %zd: bad %S index %R", i, kind, expect);
+                    goto node_failed;
+                }
+                if (cop == CK_WEIGHT) {
+                    if (idx >= nweights) {
+                        PyErr_Format(PyExc_ValueError, "node %zd: missing weight %zd", i, idx);
+                        goto node_failed;
+                    }
+                    PyObject *l = PyList_GET_ITEM(weight_nodes, idx);
+                    read += PyList_GET_SIZE(l) == 0;
+                    if (PyList_Append(l, nodeidx) < 0) goto node_failed;
+                } else {
+                    if (nsame == cap_same) {
+                        Py_ssize_t *grown = PyMem_Realloc(same_of, sizeof(Py_ssize_t) * 4 * cap_same);
+                        if (grown == NULL) {
+                            PyErr_NoMemory();
+                            goto node_failed;
+                        }
+                        same_of = grown;
+                        cap_same *= 2;
+                    }
+                    same_of[2 * nsame] = i;
+                    same_of[2 * nsame + 1] = idx;
+                    nsame++;
+                }
+            }
+            PyObject *c = bind_const(cop, expect, i, nodeidx, b_cls, b_identity, b_value, classes, refs);
+            if (c == NULL) {
+                /* as BoundState._bind_check: which node and check could not be bound */
+                PyObject *et, *ev_, *tb;
+                PyErr_Fetch(&et, &ev_, &tb);
+                PyErr_NormalizeException(&et, &ev_, &tb);
+                if (PyErr_GivenExceptionMatches(et, PyExc_ValueError) || PyErr_GivenExceptionMatches(et, PyExc_TypeError) ||
+                    PyErr_GivenExceptionMatches(et, PyExc_KeyError) || PyErr_GivenExceptionMatches(et, PyExc_IndexError)) {
+                    PyErr_Format(PyExc_ValueError, "node %zd: bad %S check: %S", i, kind, ev_);
+                    Py_XDECREF(et);
+                    Py_XDECREF(ev_);
+                    Py_XDECREF(tb);
+                } else {
+                    PyErr_Restore(et, ev_, tb);
+                }
+                goto node_failed;
+            }
+            PyObject *chk = PyTuple_New(3), *num = PyLong_FromLong(code++);
+            if (chk == NULL || num == NULL) {
+                Py_XDECREF(chk);
+                Py_XDECREF(num);
+                Py_DECREF(c);
+                goto node_failed;
+            }
+            PyTuple_SET_ITEM(chk, 0, num);
+            PyTuple_SET_ITEM(chk, 1, Py_NewRef(opcode));
+            PyTuple_SET_ITEM(chk, 2, c);
+            PyTuple_SET_ITEM(checks, j, chk);
+        }
+        instr = PyTuple_Pack(4, parent, op, bkey, checks);
+        if (instr == NULL) goto node_failed;
+        PyList_SET_ITEM(program, i, instr);
+        Py_DECREF(nodeidx);
+        Py_DECREF(op);
+        Py_DECREF(bkey);
+        Py_DECREF(checks);
+        continue;
+    node_failed:
+        Py_DECREF(nodeidx);
+        Py_XDECREF(op);
+        Py_XDECREF(bkey);
+        Py_XDECREF(checks);
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nsame; k++) {
+        if (same_of[2 * k + 1] >= n) {
+            PyErr_Format(PyExc_ValueError, "node %zd: same as missing node %zd", same_of[2 * k], same_of[2 * k + 1]);
+            goto done;
+        }
+    }
+    if (read != nweights) {
+        PyErr_SetString(PyExc_ValueError, "a weight is read through no path");
+        goto done;
+    }
+    result = PyTuple_Pack(2, program, weight_nodes);
+done:
+    PyMem_Free(same_of);
+    Py_XDECREF(program);
+    Py_XDECREF(weight_nodes);
+    Py_XDECREF(classes);
+    Py_XDECREF(refs);
+    Py_XDECREF(b_root);
+    Py_XDECREF(b_cls);
+    Py_XDECREF(b_identity);
+    Py_XDECREF(b_value);
+    return result;
 }
 
 static void Evaluator_dealloc(Evaluator *ev) {
@@ -1091,9 +1421,26 @@ static PyTypeObject EvaluatorType = {
     .tp_methods = Evaluator_methods,
 };
 
+static PyMethodDef module_methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))module_bind, METH_FASTCALL,
+     "bind(nodes, nweights, binder) -> (program, weight_nodes): a record's guard tree as a program"},
+    {NULL}};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "_aot_guards", .m_doc = "aot_build's guard evaluator", .m_size = -1,
+    .m_methods = module_methods,
 };
+
+/* name -> opcode, as bound.py's STEP_OPS and checks.py's KINDS (a test compares them) */
+static PyObject *opcode_table(const char *const *names, const int *ops, int n) {
+    PyObject *d = PyDict_New();
+    for (int k = 0; d != NULL && k < n; k++) {
+        PyObject *v = PyLong_FromLong(ops[k]);
+        if (v == NULL || PyDict_SetItemString(d, names[k], v) < 0) Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
+}
 
 PyMODINIT_FUNC PyInit__aot_guards(void) {
     if (PyType_Ready(&EvaluatorType) < 0) return NULL;
@@ -1110,6 +1457,17 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
         !object_getattribute)
         return NULL;
     Py_INCREF(object_getattribute);
+    static const char *const steps[] = {"getattr", "dict", "item", "index", "key", "type", "mro", "closure",
+                                        "code", "defaults", "kwdefaults", "call"};
+    static const int step_codes[] = {OP_GETATTR, OP_DICT, OP_ITEM, OP_INDEX, OP_KEY, OP_TYPE, OP_MRO, OP_CLOSURE,
+                                     OP_CODE, OP_DEFAULTS, OP_KWDEFAULTS, OP_CALL};
+    static const char *const kinds[] = {"type", "id", "eq", "len", "keys", "has", "lacks", "hasattr", "same",
+                                        "notnone", "weight"};
+    static const int kind_codes[] = {CK_TYPE, CK_ID, CK_EQ, CK_LEN, CK_KEYS, CK_HAS, CK_LACKS, CK_HASATTR, CK_SAME,
+                                     CK_NOTNONE, CK_WEIGHT};
+    step_ops = opcode_table(steps, step_codes, 12);
+    check_ops = opcode_table(kinds, kind_codes, 11);
+    if (step_ops == NULL || check_ops == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     Py_INCREF(&EvaluatorType);
@@ -1120,5 +1478,11 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
     }
     PyModule_AddIntConstant(m, "READ_FAILED", READ_FAILED);
     PyModule_AddIntConstant(m, "HAVE_DICT_TAGS", HAVE_DICT_TAGS);
+    Py_INCREF(step_ops);
+    Py_INCREF(check_ops);
+    if (PyModule_AddObject(m, "STEP_OPS", step_ops) < 0 || PyModule_AddObject(m, "CHECK_OPS", check_ops) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -4,7 +4,11 @@ Binding (once, when the entry is first called) resolves what the manifest names 
 modules and classes by importing them, identities of local functions by their code, globals
 to their module's namespace, closure variables to the entry function's cells. What is left is
 a flat program, one instruction per node (read the object from its parent, then run its
-checks), that an evaluator runs on every call:
+checks). The C evaluator's ``bind`` makes it straight from the record's JSON lists, asking
+:class:`_Binder` only for what needs Python (UNet's 2,470 nodes: ~1.3 ms, against ~7 ms to
+parse the tree into Python objects and bind those); :meth:`BoundState._bind` makes the same
+program from the parsed tree, the reference and what runs without it. An evaluator runs the
+program on every call:
 
 * the native evaluator (``_evaluator.c``, compiled into the wheel by the build), which also
   skips the subtrees whose dicts have not changed since the last passing check;
@@ -20,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import values
 from ..names import import_ref
 from .checks import KINDS, MISSING, Check, problem
-from .paths import ObjPath, PathError, dict_keys, resolve, root_module, root_object, step
+from .paths import ObjPath, PathError, check_root, dict_keys, resolve, root_module, root_object, step
 from .tree import StateTree
 
 #: Node opcodes (the C evaluator uses the same numbers).
@@ -43,6 +48,8 @@ STEP_OPS = {
 }
 #: Failure codes at or above this are "reading node (code - READ_FAILED) raised".
 READ_FAILED = 1 << 24
+#: The evaluators' program: per node ``(parent, op, key, ((code, opcode, const), ...))``.
+Program = list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]]
 
 
 class BindError(Exception):
@@ -61,13 +68,18 @@ class BoundState:
     def __init__(self, tree: StateTree, fn: Callable[..., Any], native: Any = None) -> None:
         self.tree = tree
         self.fn = fn
-        #: (node, check) of every check, in program order: a failure code indexes it.
-        self.flat: list[tuple[int, Check]] = []
-        #: The bound constant of each check, aligned with :attr:`flat`.
-        self.consts: list[Any] = []
         #: Per weight, the nodes it is read at (the first one is read on each call).
-        self.weight_nodes: list[list[int]] = [[] for _ in tree.weights]
-        self.program = self._bind()
+        self.weight_nodes: list[list[int]]
+        bind = getattr(native, "bind", None)  # evaluators built before it bind in Python
+        if bind is not None and tree.raw_nodes is not None:
+            try:
+                self.program, self.weight_nodes = bind(tree.raw_nodes, len(tree.weights), _Binder(self))
+            except (ValueError, TypeError) as exc:
+                raise BindError(str(exc)) from exc
+        else:
+            self.program, self.weight_nodes = self._bind()
+        self._flat: list[tuple[int, Check]] | None = None
+        self._opcodes: list[int] | None = None
         self._weight_paths: list[list[ObjPath]] | None = None
         self._native = native.Evaluator(self.program) if native is not None else None
         self.check: Callable[[Any, Any], int] = (
@@ -80,14 +92,28 @@ class BoundState:
 
     # ------------------------------------------------------------------ binding
 
-    def _bind(self) -> list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]]:
-        """The evaluator's program; fills :attr:`flat`, :attr:`consts` and :attr:`weight_nodes`.
-        A check the tree shares between nodes (:meth:`StateTree.from_json` makes each plain
-        one once) is bound once: UNet's 2,947 checks are 1,116 objects (2.5 → 1.9 ms)."""
-        program: list[tuple[int, int, Any, tuple[tuple[int, int, Any], ...]]] = []
+    @property
+    def flat(self) -> list[tuple[int, Check]]:
+        """(node, check) of every check, in program order: a failure code indexes it (made
+        when first asked for: explaining a failure)."""
+        if self._flat is None:
+            self._flat = list(self.tree.checks())
+        return self._flat
+
+    @property
+    def consts(self) -> list[Any]:
+        """The bound constant of each check, aligned with :attr:`flat`."""
+        return [const for *_, checks in self.program for _, _, const in checks]
+
+    def _bind(self) -> tuple[Program, list[list[int]]]:
+        """The evaluator's program and :attr:`weight_nodes`, in Python: the reference for the
+        C evaluator's ``bind``, and what runs without it. A check the tree shares between
+        nodes (plain ones are made once per tree) is bound once."""
+        program: Program = []
         refs: dict[tuple[str, str], Any] = {}  # the classes and objects named, each resolved once
         bound: dict[int, tuple[int, Any]] = {}  # id(check) -> (opcode, const)
-        flat, consts, weight_nodes = self.flat, self.consts, self.weight_nodes
+        weight_nodes: list[list[int]] = [[] for _ in self.tree.weights]
+        code = 0
         step_ops, weight = STEP_OPS, KINDS["weight"].opcode
         for i, (parent, kind, key, node_checks) in enumerate(self.tree.nodes):
             if parent < 0:
@@ -107,11 +133,10 @@ class BoundState:
                 opcode, const = hit
                 if opcode == weight:
                     weight_nodes[const].append(i)
-                checks.append((len(flat), opcode, const))
-                flat.append((i, c))
-                consts.append(const)
+                checks.append((code, opcode, const))
+                code += 1
             program.append((parent, op, key, tuple(checks)))
-        return program
+        return program, weight_nodes
 
     def _bind_check(self, i: int, c: Check, refs: dict[tuple[str, str], Any]) -> tuple[int, Any]:
         """Check ``c`` of node ``i``: its opcode and its constant in this process."""
@@ -218,10 +243,13 @@ class BoundState:
     def is_weight(self, code: int) -> bool:
         """Whether failure ``code`` is a weight that is not the one held (replaced, or never
         read): read the weights again and retry."""
+        weight = KINDS["weight"].opcode
         if code >= READ_FAILED:
             i = code - READ_FAILED
-            return any(c.kind == "weight" for c in self.tree.nodes[i].checks)
-        return 0 <= code < len(self.flat) and self.flat[code][1].kind == "weight"
+            return 0 <= i < len(self.program) and any(op == weight for _, op, _ in self.program[i][3])
+        if self._opcodes is None:
+            self._opcodes = [op for *_, checks in self.program for _, op, _ in checks]
+        return 0 <= code < len(self._opcodes) and self._opcodes[code] == weight
 
     def weight_paths(self) -> list[list[ObjPath]]:
         if self._weight_paths is None:
@@ -259,6 +287,34 @@ class BoundState:
             return [at(first[0]) for first in self.weight_nodes]
         except PathError:  # again by whole paths, for the message naming where it ends
             return [resolve(paths[0], self_obj, self.fn) for paths in self.weight_paths()]
+
+
+class _Binder:
+    """What the C evaluator's ``bind`` asks of Python while it binds a record's nodes: the
+    same answers as :meth:`BoundState._bind` gives itself."""
+
+    def __init__(self, state: BoundState) -> None:
+        self.state = state
+
+    def root(self, kind: Any, key: Any, i: int) -> tuple[int, Any]:
+        """A root node's opcode and bound key."""
+        root = check_root([kind, *key])
+        return self.state._root(root[0], root[1:])
+
+    def cls(self, expect: Any) -> Any:
+        """The class a ``type`` check names."""
+        return KINDS["type"].bind(expect, None)
+
+    def identity(self, expect: Any, i: int) -> Any:
+        """The object an ``id`` check at node ``i`` names (a local function's code: the code
+        there now, when it is the same code)."""
+        code = isinstance(expect, dict) and "code" in expect
+        return KINDS["id"].bind(expect, self.state._found(i) if code else None)
+
+    @staticmethod
+    def value(raw: Any) -> Any:
+        """An encoded value (a step's key, a check's expectation)."""
+        return values.decode(raw)
 
 
 def _read(op: int, key: Any, parent: Any) -> Any:

@@ -113,6 +113,12 @@ def _hasattr(obj: Any, spec: Any) -> bool:
     return hasattr(obj, spec[0]) is spec[1]
 
 
+def _bind_hasattr(expect: Any, found: Any) -> tuple[str, bool]:
+    if not isinstance(expect, (list, tuple)) or len(expect) != 2:
+        raise ValueError(f"bad attribute expectation {expect!r}")
+    return str(expect[0]), bool(expect[1])
+
+
 def _explain_type(label: str, obj: Any, expect: Any) -> str:
     t = type(obj)
     return f"{label} is a {t.__module__}.{t.__qualname__}, compiled for {expect}"
@@ -190,14 +196,7 @@ KINDS: dict[str, Kind] = {
         Kind("keys", 5, _keys, _explain_keys, _decoded, "is a dict with exactly these keys, in order"),
         Kind("has", 6, _has, _explain_has, _decoded, "contains the key"),
         Kind("lacks", 7, lambda o, k: not _has(o, k), _explain_lacks, _decoded, "does not contain the key"),
-        Kind(
-            "hasattr",
-            8,
-            _hasattr,
-            _explain_hasattr,
-            lambda e, f: (str(e[0]), bool(e[1])),
-            "has (or has not) the attribute",
-        ),
+        Kind("hasattr", 8, _hasattr, _explain_hasattr, _bind_hasattr, "has (or has not) the attribute"),
         Kind(
             "same",
             9,

@@ -17,7 +17,6 @@ A root node has parent -1 and its root (``["global", module, name]``, ``["ref", 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import field
 from typing import Any
 
 from ..records import TupleRecord, record
@@ -52,10 +51,10 @@ class TensorSpec:
     @classmethod
     def from_json(cls, raw: Any) -> TensorSpec:
         return cls(
-            tuple(int(x) for x in raw["shape"]),
+            tuple(map(int, raw["shape"])),
             str(raw["dtype"]),
             str(raw["device"]),
-            tuple(int(x) for x in raw["stride"]),
+            tuple(map(int, raw["stride"])),
         )
 
 
@@ -69,22 +68,59 @@ class Node(TupleRecord):
     checks: tuple[Check, ...] = ()
 
 
-@record
 class StateTree:
-    """See the module docstring."""
+    """See the module docstring. Made in memory (``StateTree(nodes, weights)``, the build) or
+    read from a record (:meth:`from_json`): then its nodes are parsed and checked when first
+    asked for, and :attr:`raw_nodes` keeps their JSON, which the C evaluator binds straight
+    from (``_evaluator.c``'s ``bind``): a first call that passes needs no node objects."""
 
-    nodes: list[Node] = field(default_factory=list)
-    weights: list[TensorSpec] = field(default_factory=list)
+    __slots__ = ("_nodes", "raw_nodes", "weights")
+
+    def __init__(self, nodes: list[Node] | None = None, weights: list[TensorSpec] | None = None) -> None:
+        self._nodes: list[Node] | None = [] if nodes is None else nodes
+        self.weights: list[TensorSpec] = [] if weights is None else weights
+        #: The nodes as the record holds them (:meth:`from_json`), else None.
+        self.raw_nodes: list[Any] | None = None
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes, parsed now when read from a record (ValueError when one is malformed)."""
+        if self._nodes is None:
+            assert self.raw_nodes is not None
+            self._nodes = _parse_nodes(self.raw_nodes, len(self.weights))
+        return self._nodes
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StateTree):
+            return NotImplemented
+        return self.nodes == other.nodes and self.weights == other.weights
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StateTree({len(self.nodes)} nodes, {len(self.weights)} weights)"
 
     def path(self, i: int) -> ObjPath:
-        """The path of node ``i``."""
+        """The path of node ``i`` (from the record's JSON when the nodes are not parsed)."""
+        if self._nodes is None:
+            return self._raw_path(i)
         steps: list[tuple[str, Any]] = []
-        while self.nodes[i].parent >= 0:
-            n = self.nodes[i]
+        while self._nodes[i].parent >= 0:
+            n = self._nodes[i]
             steps.append((n.step, n.key))
             i = n.parent
-        root = self.nodes[i]
+        root = self._nodes[i]
         return ObjPath((root.step, *root.key), tuple(reversed(steps)))
+
+    def _raw_path(self, i: int) -> ObjPath:
+        raw = self.raw_nodes
+        assert raw is not None
+        steps: list[tuple[str, Any]] = []
+        parent, step, key, _ = raw[i]
+        while parent >= 0:
+            steps.append(decode_step(step, key))
+            parent, step, key, _ = raw[parent]
+        return ObjPath(check_root([step, *key]), tuple(reversed(steps)))
 
     def checks(self) -> Iterator[tuple[int, Check]]:
         for i, n in enumerate(self.nodes):
@@ -144,60 +180,79 @@ class StateTree:
 
     @classmethod
     def from_json(cls, raw: Any) -> StateTree:
-        """Parse and validate; ValueError (or KeyError/TypeError) on anything malformed.
-        One pass over the nodes: an entry's first call parses thousands. A check with a plain
-        expectation (a string, an int, a bool, None) is made once per tree and shared by every node
-        that makes it: most are the same few (``len 0`` on hook tables, a class's ``type``)."""
-        nodes: list[Node] = []
-        read: dict[int, int] = {}  # weight -> the first node that reads it
-        same: list[tuple[int, Any]] = []
-        shared: dict[tuple[str, type, Any], Check] = {}  # by type too: 1, 1.0 and True are ==
-        kinds = KINDS
-        new = tuple.__new__  # Node(...) and Check(...) without their Python-level __new__
-        for i, item in enumerate(raw["nodes"]):
-            parent, step, key, raw_checks = item
-            if type(parent) is not int or not -1 <= parent < i:
-                raise ValueError(f"node {i}: bad parent {parent!r}")
-            checks: tuple[Check, ...] = ()
-            if raw_checks:
-                made = []
-                for kind, expect in raw_checks:
-                    if kind not in kinds:
-                        raise ValueError(f"node {i}: unknown check kind {kind!r}")
-                    if kind == "weight" or kind == "same":
-                        if type(expect) is not int:
-                            raise ValueError(f"node {i}: bad {kind} index {expect!r}")
-                        if kind == "weight":
-                            read.setdefault(expect, i)
-                        else:
-                            same.append((i, expect))
-                    t = type(expect)
-                    if t is str or t is int or t is bool or expect is None:
-                        c = shared.get((kind, t, expect))
-                        if c is None:
-                            c = shared[(kind, t, expect)] = new(Check, (kind, expect))
+        """A tree read from a record: its weights now, its nodes when first asked for
+        (:attr:`nodes`; the C evaluator binds from :attr:`raw_nodes` without them). ValueError
+        (or KeyError/TypeError) on a malformed weight or a node list that is not a list."""
+        nodes = raw["nodes"]
+        if type(nodes) is not list:
+            raise ValueError(f"the guard tree's nodes are a {type(nodes).__name__}, not a list")
+        tree = cls(None, [TensorSpec.from_json(w) for w in raw["weights"]])
+        tree._nodes = None
+        tree.raw_nodes = nodes
+        return tree
+
+
+def _parse_nodes(raw_nodes: list[Any], n_weights: int) -> list[Node]:
+    """The nodes of a record's tree; ValueError (or KeyError/TypeError) on anything malformed.
+    One pass: an explanation or ``inspect`` parses thousands. A check with a plain expectation
+    (a string, an int, a bool, None) is made once per tree and shared by every node that makes
+    it: most are the same few (``len 0`` on hook tables, a class's ``type``)."""
+    nodes: list[Node] = []
+    read: dict[int, int] = {}  # weight -> the first node that reads it
+    same: list[tuple[int, Any]] = []
+    shared: dict[tuple[str, type, Any], Check] = {}  # by type too: 1, 1.0 and True are ==
+    kinds = KINDS
+    new = tuple.__new__  # Node(...) and Check(...) without their Python-level __new__
+    for i, item in enumerate(raw_nodes):
+        if type(item) is not list or len(item) != 4:
+            raise ValueError(f"node {i}: a node must be a list of 4 items")
+        parent, step, key, raw_checks = item
+        if type(parent) is not int or not -1 <= parent < i:
+            raise ValueError(f"node {i}: bad parent {parent!r}")
+        if type(raw_checks) is not list:
+            raise ValueError(f"node {i}: its checks must be a list")
+        checks: tuple[Check, ...] = ()
+        if raw_checks:
+            made = []
+            for raw_check in raw_checks:
+                if type(raw_check) is not list or len(raw_check) != 2:
+                    raise ValueError(f"node {i}: a check must be a list of 2 items")
+                kind, expect = raw_check
+                if type(kind) is not str or kind not in kinds:
+                    raise ValueError(f"node {i}: unknown check kind {kind!r}")
+                if kind == "weight" or kind == "same":
+                    if type(expect) is not int:
+                        raise ValueError(f"node {i}: bad {kind} index {expect!r}")
+                    if kind == "weight":
+                        read.setdefault(expect, i)
                     else:
-                        c = new(Check, (kind, expect))
-                    made.append(c)
-                checks = tuple(made)
-            if parent < 0:
-                root = check_root([step, *key])
-                nodes.append(new(Node, (-1, root[0], root[1:], checks)))
-            elif step == "getattr" and type(key) is str:  # most steps: decode_step's answer, sooner
-                nodes.append(new(Node, (parent, step, key, checks)))
-            else:
-                step_kind, decoded = decode_step(step, key)
-                nodes.append(new(Node, (parent, step_kind, decoded, checks)))
-        weights = [TensorSpec.from_json(w) for w in raw["weights"]]
-        for i, other in same:
-            if not 0 <= other < len(nodes):
-                raise ValueError(f"node {i}: same as missing node {other}")
-        for w, i in read.items():
-            if not 0 <= w < len(weights):
-                raise ValueError(f"node {i}: missing weight {w}")
-        if len(read) != len(weights):
-            raise ValueError("a weight is read through no path")
-        return cls(nodes, weights)
+                        same.append((i, expect))
+                t = type(expect)
+                if t is str or t is int or t is bool or expect is None:
+                    c = shared.get((kind, t, expect))
+                    if c is None:
+                        c = shared[(kind, t, expect)] = new(Check, (kind, expect))
+                else:
+                    c = new(Check, (kind, expect))
+                made.append(c)
+            checks = tuple(made)
+        if parent < 0:
+            root = check_root([step, *key])
+            nodes.append(new(Node, (-1, root[0], root[1:], checks)))
+        elif step == "getattr" and type(key) is str:  # most steps: decode_step's answer, sooner
+            nodes.append(new(Node, (parent, step, key, checks)))
+        else:
+            step_kind, decoded = decode_step(step, key)
+            nodes.append(new(Node, (parent, step_kind, decoded, checks)))
+    for i, other in same:
+        if not 0 <= other < len(nodes):
+            raise ValueError(f"node {i}: same as missing node {other}")
+    for w, i in read.items():
+        if not 0 <= w < n_weights:
+            raise ValueError(f"node {i}: missing weight {w}")
+    if len(read) != n_weights:
+        raise ValueError("a weight is read through no path")
+    return nodes
 
 
 class TreeBuilder:

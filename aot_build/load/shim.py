@@ -237,8 +237,12 @@ class _VariantRunner:
         try:
             with collector.paused():  # thousands of nodes, kept for the process
                 return BoundState(self.variant.state, self.function, self.native)
-        except (BindError, ValueError, TypeError) as exc:
+        except BindError as exc:
             return Miss("manifest", f"cannot bind its guards: {exc}", "guards")
+        except MemoryError:  # not remembered: the next call tries again
+            raise
+        except Exception as exc:  # whatever a damaged record makes fail: fall back, never crash
+            return Miss("manifest", f"cannot bind its guards: {type(exc).__name__}: {exc}", "guards")
 
     @functools.cached_property
     def weights(self) -> WeightCache:

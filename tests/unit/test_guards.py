@@ -4,8 +4,10 @@ the build refuses. Each kind is changed after "import": the check must fail and 
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
+import json
 import os
 import random
 import sys
@@ -19,12 +21,15 @@ import numpy as np
 import pytest
 import torch
 from helpers import SAMPLE_PROJECTS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from aot_build import values
 from aot_build.compile.specs import tensor_spec
 from aot_build.guards import native
-from aot_build.guards.bound import READ_FAILED, BoundState
+from aot_build.guards.bound import READ_FAILED, STEP_OPS, BindError, BoundState, Program
 from aot_build.guards.capture import CaptureError, capture
-from aot_build.guards.checks import Check, code_fingerprint
+from aot_build.guards.checks import KINDS, Check, code_fingerprint
 from aot_build.guards.paths import ObjPath, PathError, assign, resolve
 from aot_build.guards.tree import StateTree
 from aot_build.values import encode
@@ -68,14 +73,37 @@ def tree_of(fn: Callable[..., Any], self_obj: Any = None) -> StateTree:
     return builder.tree()
 
 
+def same_programs(a: Program, b: Program) -> bool:
+    """Whether two bound programs are the same instructions on the same objects (a decoded
+    value, made afresh by each binding, by equality of value and type)."""
+
+    def same_obj(x: Any, y: Any) -> bool:
+        if isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y):
+            return all(same_obj(p, q) for p, q in zip(x, y, strict=True))
+        return x is y or values.same(x, y)
+
+    return len(a) == len(b) and all(
+        p == q
+        and op == oq
+        and same_obj(k, kq)
+        and len(c) == len(cq)
+        and all(same_obj(x, y) for x, y in zip(c, cq, strict=True))
+        for (p, op, k, c), (q, oq, kq, cq) in zip(a, b, strict=True)
+    )
+
+
 class Checker:
-    """One function's tree bound twice, checked by both evaluators, which must agree."""
+    """One function's tree bound twice, checked by both evaluators, which must agree. The C
+    one is bound as the shim binds it: by the C ``bind``, from the tree's record JSON."""
 
     def __init__(self, fn: Callable[..., Any], native_module: Any, self_obj: Any = None) -> None:
         self.tree = tree_of(fn, self_obj)
         self.self_obj = self_obj
         self.python = BoundState(self.tree, fn, None)
-        self.native = BoundState(self.tree, fn, native_module)
+        record = StateTree.from_json(json.loads(json.dumps(self.tree.to_json())))
+        self.native = BoundState(record, fn, native_module)
+        assert same_programs(self.native.program, self.python.program)
+        assert self.native.weight_nodes == self.python.weight_nodes
         self.weights = tuple(self.python.gather(self_obj))
 
     def __call__(self) -> int:
@@ -680,3 +708,186 @@ def test_checks_shared_between_nodes_keep_their_types() -> None:
     bound = BoundState(tree, test_checks_shared_between_nodes_keep_their_types)
     assert [type(c) for c in bound.consts[: len(expects)]] == [type(e) for e in expects]
     assert [i for i, _ in bound.flat] == list(range(1, len(nodes)))  # a code names its own node
+
+
+def test_the_c_binder_uses_the_opcodes_python_defines(evaluator: Any) -> None:
+    """``_evaluator.c`` names steps and check kinds by the numbers bound.py and checks.py give."""
+    assert evaluator.STEP_OPS == STEP_OPS
+    assert evaluator.CHECK_OPS == {name: kind.opcode for name, kind in KINDS.items()}
+
+
+def test_a_record_bound_in_c_parses_no_node_objects(pkg: types.ModuleType, evaluator: Any) -> None:
+    """The shim's first call: the C binder reads the record's JSON lists; the tree's Python
+    nodes are made only when a failure is explained, and then name the same path."""
+    tree = tree_of(pkg.module_call)
+    record = StateTree.from_json(json.loads(json.dumps(tree.to_json())))
+    state = BoundState(record, pkg.module_call, evaluator)
+    weights = tuple(state.gather(None))
+    assert state.check(None, weights) == -1 and state.check(None, weights) == -1
+    assert record._nodes is None  # nothing parsed
+    pkg.Gate.BIAS = 1.0
+    code = state.check(None, weights)
+    assert record._nodes is None and not state.is_weight(code)
+    assert "type(guard_pkg.state.GATE).BIAS is float 1.0" in state.explain(code, None, weights)
+    assert record == tree  # parsed now, the same nodes the build made
+
+
+def _malformed(mutate: Callable[[list[Any]], object]) -> list[Any]:
+    nodes: list[Any] = [
+        [-1, "global", [__name__, "X"], [["type", "torch:Tensor"], ["weight", 0]]],
+        [0, "getattr", "shape", [["eq", {"tuple": [3, 4]}], ["len", 2]]],
+        [1, "index", 0, [["eq", 3], ["hasattr", ["real", True]], ["same", 1]]],
+    ]
+    mutate(nodes)
+    return nodes
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (lambda n: n[1].__setitem__(0, 5), r"node 1: bad parent 5"),
+        (lambda n: n[1].__setitem__(0, 1), r"node 1: bad parent 1"),
+        (lambda n: n[1].__setitem__(0, True), r"node 1: bad parent True"),
+        (lambda n: n[1].__setitem__(1, "eval"), r"bad path step kind 'eval'"),
+        (lambda n: n[1].__setitem__(2, 3), r"bad attribute name 3"),
+        (lambda n: n[2][3].append(["exec", 1]), r"node 2: unknown check kind 'exec'"),
+        (lambda n: n[0][3].__setitem__(1, ["weight", 1]), r"node 0: missing weight 1"),
+        (lambda n: n[0][3].__setitem__(1, ["weight", "0"]), r"node 0: bad weight index '0'"),
+        (lambda n: n[0][3].pop(), r"a weight is read through no path"),
+        (lambda n: n[2][3].__setitem__(2, ["same", 9]), r"node 2: same as missing node 9"),
+        (lambda n: n[1][3].__setitem__(0, ["eq", {"nonsense": 1}]), r"not an encoded value"),
+        (lambda n: n[0].__setitem__(2, ["os"]), r"bad path root"),
+        (lambda n: n.append([0, "key", "a", []]), r"bad position 'a'"),
+        (lambda n: n.append([0, "getattr"]), r"node 3: a node must be a list of 4 items"),
+        (lambda n: n[1].__setitem__(3, {}), r"node 1: its checks must be a list"),
+        (lambda n: n[1][3].__setitem__(0, "eq"), r"node 1: a check must be a list of 2 items"),
+        (lambda n: n[2][3].__setitem__(1, ["hasattr", "ab"]), r"bad attribute expectation .ab."),
+    ],
+    ids=[
+        "parent-ahead",
+        "parent-self",
+        "parent-bool",
+        "step",
+        "attribute",
+        "kind",
+        "weight-missing",
+        "weight-not-int",
+        "weight-unread",
+        "same-missing",
+        "value",
+        "root",
+        "position",
+        "short-node",
+        "checks-not-a-list",
+        "check-not-a-pair",
+        "hasattr-not-a-pair",
+    ],
+)
+def test_both_binders_refuse_a_malformed_record(evaluator: Any, mutate: Any, match: str) -> None:
+    """A damaged record is refused when bound, by either binder, naming the node and what is
+    wrong (the shim then falls back with that reason)."""
+    raw = {"nodes": _malformed(mutate), "weights": [tensor_spec(X).to_json()]}
+    for native_module in (None, evaluator):
+        with pytest.raises((BindError, ValueError, TypeError), match=match):
+            BoundState(StateTree.from_json(json.loads(json.dumps(raw))), tree_of, native_module)
+
+
+def test_an_intact_sample_record_binds_alike() -> None:
+    """The record _malformed starts from binds, and both binders give the same program."""
+    raw = {"nodes": _malformed(lambda n: None), "weights": [tensor_spec(X).to_json()]}
+    python = BoundState(StateTree.from_json(raw), tree_of, None)
+    assert python.program[1][3][0][2] == (3, 4) and python.weight_nodes == [[0]]
+
+
+# ---------------------------------------------------------------- the C binder against the Python one
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+def _sample_nodes() -> list[Any]:
+    """A record's nodes using every root, step and check kind (binding reads no object but a
+    local function's code, which it finds by path)."""
+    return [
+        [-1, "global", [__name__, "X"], [["type", "torch:Tensor"], ["weight", 0]]],
+        [0, "getattr", "shape", [["eq", {"tuple": [3, 4]}], ["len", 2]]],
+        [1, "index", 0, [["eq", 3], ["hasattr", ["real", True]], ["same", 1]]],
+        [-1, "ref", ["torch:nn"], [["id", {"ref": "torch:nn"}]]],
+        [3, "dict", None, [["keys", {"list": ["a", 1]}], ["has", "Module"], ["lacks", {"tuple": [1]}]]],
+        [4, "item", "Module", [["notnone", None], ["id", {"ref": "torch.nn:Module"}]]],
+        [5, "type", None, [["eq", {"dtype": "float32"}]]],
+        [6, "mro", None, []],
+        [5, "getattr", "forward", []],
+        [8, "code", None, [["id", {"code": {"name": "Module._wrapped_call_impl", "line": 1, "hash": "0"}}]]],
+        [8, "defaults", None, []],
+        [8, "kwdefaults", None, []],
+        [8, "closure", None, []],
+        [4, "key", 0, [["len", 1.0]]],
+        [-1, "self", [], [["type", "builtins:NoneType"]]],
+        [0, "call", None, []],
+        [
+            -1,
+            "ref",
+            ["torch:nn"],
+            [["id", {"ref": "torch:no_such_thing"}], ["type", "no_such_module_here:T"]],
+        ],
+    ]
+
+
+def _bound(nodes: Any, native_module: Any) -> BoundState | Exception:
+    raw = {"nodes": nodes, "weights": [tensor_spec(X).to_json()]}
+    try:
+        return BoundState(StateTree.from_json(copy.deepcopy(raw)), _sample_nodes, native_module)
+    except Exception as exc:  # the shim falls back on any of these
+        return exc
+
+
+def _paths_in(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(node, list):
+        for i, v in enumerate(node):
+            out += _paths_in(v, (*prefix, i))
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths_in(v, (*prefix, k))
+    return out
+
+
+_SAMPLE_PATHS = _paths_in(_sample_nodes())
+
+
+def test_the_sample_record_binds_alike_in_both(evaluator: Any) -> None:
+    python, native_state = _bound(_sample_nodes(), None), _bound(_sample_nodes(), evaluator)
+    assert isinstance(python, BoundState) and isinstance(native_state, BoundState)
+    assert same_programs(python.program, native_state.program)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(_SAMPLE_PATHS), _json)
+def test_the_c_binder_agrees_with_python_on_damaged_records(
+    evaluator: Any, path: tuple[Any, ...], value: Any
+) -> None:
+    """One part of a valid record replaced by any JSON value: the C binder binds what the
+    Python one binds, to the same program, and refuses what it refuses (never a crash)."""
+    nodes = _sample_nodes()
+    node = nodes
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    python, native_state = _bound(nodes, None), _bound(nodes, evaluator)
+    if isinstance(python, BoundState):
+        assert isinstance(native_state, BoundState), native_state
+        assert same_programs(python.program, native_state.program)
+        assert python.weight_nodes == native_state.weight_nodes
+    else:
+        assert isinstance(native_state, Exception), python
