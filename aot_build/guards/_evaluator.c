@@ -1109,6 +1109,7 @@ static PyObject *plain_sequence(PyObject *raw) {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     PyDict_Next(raw, &pos, &k, &v);
+    if (!PyUnicode_Check(k)) return NULL;
     int tuple = PyUnicode_CompareWithASCIIString(k, "tuple") == 0;
     if ((!tuple && PyUnicode_CompareWithASCIIString(k, "list") != 0) || !PyList_CheckExact(v)) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(v);
@@ -1128,7 +1129,7 @@ static PyObject *imported_ref(PyObject *ref) {
     PyObject *name = PyUnicode_Substring(ref, 0, colon), *modules = PySys_GetObject("modules");
     PyObject *obj = name != NULL && modules != NULL ? PyDict_GetItemWithError(modules, name) : NULL;
     Py_XDECREF(name);
-    if (obj == NULL || !PyObject_IsTrue(obj)) {
+    if (obj == NULL || PyObject_IsTrue(obj) <= 0) {
         PyErr_Clear();
         return NULL;
     }
