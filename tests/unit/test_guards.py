@@ -891,3 +891,20 @@ def test_the_c_binder_agrees_with_python_on_damaged_records(
         assert python.weight_nodes == native_state.weight_nodes
     else:
         assert isinstance(native_state, Exception), python
+
+
+def test_an_evaluator_without_bind_binds_in_python(pkg: types.ModuleType, evaluator: Any) -> None:
+    """A wheel built before the C binder ships an evaluator with ``Evaluator`` only: the tree
+    read from its record is parsed and bound in Python, then checked in C, as before."""
+    older = types.SimpleNamespace(Evaluator=evaluator.Evaluator)
+    tree = tree_of(pkg.module_call)
+    record = StateTree.from_json(json.loads(json.dumps(tree.to_json())))
+    state = BoundState(record, pkg.module_call, older)
+    assert state.native and record._nodes is not None  # parsed for the Python binder
+    assert same_programs(state.program, BoundState(tree, pkg.module_call, None).program)
+    weights = tuple(state.gather(None))
+    assert state.check(None, weights) == -1
+    pkg.Gate.BIAS = 1.0
+    assert "type(guard_pkg.state.GATE).BIAS is float 1.0" in state.explain(
+        state.check(None, weights), None, weights
+    )
