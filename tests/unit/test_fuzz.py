@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from test_manifest import sample_manifest
 
 from aot_build.errors import ConfigError, ManifestError
+from aot_build.guards.bound import BoundState
 from aot_build.load import shim
 from aot_build.load.checks import RefusingCheck
 from aot_build.manifest import Manifest
@@ -62,7 +63,8 @@ def _replace(raw: Any, path: tuple[Any, ...], value: Any) -> Any:
 def _use(raw: Any) -> None:
     """Everything the shim does with a manifest short of loading a library: the reader may
     raise only ManifestError; a runner that cannot be made is a fallback (``bind`` catches
-    it); a made runner's check and result builder never raise, they refuse every call."""
+    it); a made runner's guard tree binds or gives the reason it cannot (a tree read lazily is
+    checked only then), and its check and result builder never raise, they refuse every call."""
     m = Manifest.from_dict(raw, "fuzz.json", lazy=True)
     for key in list(m.unparsed):
         entry = m.entry(key)
@@ -73,6 +75,8 @@ def _use(raw: Any) -> None:
                 runner = shim._VariantRunner(v, Path("/nonexistent"), m, frozenset(), None)
             except Exception:  # shim.bind turns any of these into a fallback
                 continue
+            state = runner.state  # bound, or a Miss naming why not: never an exception
+            assert isinstance(state, (BoundState, shim.Miss))
             check = runner.check
             if isinstance(check, RefusingCheck):
                 assert check.fast() == 0 and "cannot use its manifest record" in check.failures[0].explain()
