@@ -23,6 +23,7 @@ import torch
 from helpers import SAMPLE_PROJECTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fuzz import json_values
 
 from aot_build import values
 from aot_build.compile.specs import tensor_spec
@@ -801,19 +802,6 @@ def test_an_intact_sample_record_binds_alike() -> None:
 
 # ---------------------------------------------------------------- the C binder against the Python one
 
-_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text(max_size=8)
-)
-_json = st.recursive(
-    _scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=12,
-)
-
 
 def _sample_nodes() -> list[Any]:
     """A record's nodes using every root, step and check kind (binding reads no object but a
@@ -873,7 +861,7 @@ def test_the_sample_record_binds_alike_in_both(evaluator: Any) -> None:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(_SAMPLE_PATHS), _json)
+@given(st.sampled_from(_SAMPLE_PATHS), json_values)
 def test_the_c_binder_agrees_with_python_on_damaged_records(
     evaluator: Any, path: tuple[Any, ...], value: Any
 ) -> None:
