@@ -283,7 +283,7 @@ static int same(PyObject *a, PyObject *b) {
 }
 
 static int dict_keys_are(PyObject *obj, PyObject *want) {
-    if (!PyDict_Check(obj)) return 0;
+    if (!PyDict_Check(obj) && !Py_IS_TYPE(obj, &PyDictProxy_Type)) return 0;  /* a dict, or a read-only view of one */
     PyObject *keys;
     if (PyDict_CheckExact(obj)) {
         keys = PyDict_Keys(obj);

@@ -9,7 +9,7 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: four reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: five reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
@@ -20,7 +20,12 @@ with a test (tests/unit/test_guards.py):
 * the ``__getattribute__`` that an attribute read runs when the object's class defines one in
   Python (transformers' configs): Dynamo inlines it and guards what it reads, not that the
   class still runs it. Checked by identity; the shim's evaluator relies on that check to know
-  such reads from the object's dict and class without calling them.
+  such reads from the object's dict and class without calling them;
+* the ``__getattr__`` a read falls back to (a lazy or proxy object's missing attribute, an
+  ``nn.Module``'s parameters and submodules): Dynamo inlines it too and guards what it
+  reads, not that the name is still missing from the instance and its class (a class
+  attribute of that name, set after import, would be read instead), nor that the class still
+  runs that ``__getattr__``.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -145,6 +151,41 @@ def _missing_keys_guarded() -> Iterator[None]:
         ConstDictVariable.getitem_const_raise_exception_if_absent = original  # type: ignore[method-assign]
 
 
+def _falls_back_to_getattr(obj: Any, name: str) -> bool:
+    """Whether reading ``obj.name`` ends in its class's Python ``__getattr__`` (an
+    ``nn.Module``'s parameters, buffers and submodules do): nothing on the class or in the
+    instance dict has the name."""
+    cls = type(obj)
+    if not isinstance(getattr(cls, "__getattr__", None), types.FunctionType):
+        return False
+    if any(name in vars(k) for k in cls.__mro__):
+        return False
+    try:
+        object.__getattribute__(obj, name)  # the instance dict, or storage of its own
+    except AttributeError:
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _getattr_fallbacks_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
+    """Dynamo (2.13) inlines the ``__getattr__`` an attribute read falls back to and guards
+    what it reads, not that the read still falls back: an attribute set on the instance or
+    its class after import, or another ``__getattr__``, would go unseen. Record each such
+    read (by its object's source and the name) for the translator to guard."""
+    from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
+
+    original = UserDefinedObjectVariable.generic_getattr
+
+    def recorded(self: Any, tx: Any, name: str) -> Any:
+        if self.source is not None and _falls_back_to_getattr(self.value, name):
+            found[(self.source, name)] = None
+        return original(self, tx, name)
+
+    with mock.patch.object(UserDefinedObjectVariable, "generic_getattr", recorded):
+        yield
+
+
 @contextlib.contextmanager
 def _restored_attributes_allowed() -> Iterator[None]:
     """An attribute set and put back within the call (``obj.active = x ... finally:
@@ -193,8 +234,9 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
     module = sys.modules[fn.__module__]
     before = dict(vars(module))
     call = (self_obj, *args) if self_obj is not None else tuple(args)
+    fallbacks: dict[tuple[Any, str], None] = {}
     try:
-        with torch.no_grad(), _dynamo_settings():
+        with torch.no_grad(), _dynamo_settings(), _getattr_fallbacks_recorded(fallbacks):
             try:
                 out = fullgraph_capture(fn, call)
             except Exception as exc:
@@ -202,10 +244,34 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
         g = out.graph_capture_output
         installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
         translator = _Translator(fn, self_obj, module.__name__, installed, dict(g.import_sources), where)
-        return translator.run(list(g.output_graph.guards), list(g.traced_code))
+        captured = translator.run(list(g.output_graph.guards), list(g.traced_code), list(fallbacks))
+        _holds_now(captured, fn, self_obj, where)
+        return captured
     finally:
         for name in [k for k in vars(module) if k not in before]:
             del vars(module)[name]
+
+
+def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where: str) -> None:
+    """Every guard holds on the state the trace saw, as the shim will check it: a guard that
+    fails already would make every call run as Python. CaptureError names it."""
+    from .bound import BoundState
+
+    try:
+        state = BoundState(captured.builder.tree(), fn, None)
+        code = state.check_python(self_obj, ())
+    except Exception as exc:
+        raise CaptureError(
+            f"{where}: its guards cannot be checked as the shim would ({type(exc).__name__}: {exc}); "
+            "please report this to aot-build"
+        ) from exc
+    if code != -1:
+        raise CaptureError(
+            f"{where}: a guard fails on the very state the trace read ({state.explain(code, self_obj)}), "
+            "so every call would run as Python; the value is one aot_build cannot check the way "
+            "Dynamo read it.\n  hold it in a plain dict, a module attribute or a global instead, "
+            "or report this to aot-build"
+        )
 
 
 def _trace_failure(where: str, exc: BaseException) -> str:
@@ -382,7 +448,9 @@ class _Translator:
 
     # ------------------------------------------------------------------ guards
 
-    def run(self, guards: list[Any], traced_code: list[types.CodeType]) -> Captured:
+    def run(
+        self, guards: list[Any], traced_code: list[types.CodeType], fallbacks: Sequence[tuple[Any, str]] = ()
+    ) -> Captured:
         from torch._dynamo.source import is_from_skip_guard_source
         from torch._guards import Guard
 
@@ -408,6 +476,10 @@ class _Translator:
             self._attribute_functions(path, kind == "HASATTR")
         if hooks_read:
             self._global_hooks()
+        for source, name in fallbacks:
+            path = self.path(source)
+            if path is not None:
+                self._getattr_fallback(path, name)
         weights = []
         for paths, tensor in self._weights.values():
             # the first path is the one the export lifts the weight at and the shim reads it by
@@ -586,6 +658,23 @@ class _Translator:
             fn = getattr(type(self.value(head)), "__getattribute__", None)
             if isinstance(fn, types.FunctionType):
                 self._identity(head.child("type").child("getattr", "__getattribute__"), fn)
+
+    def _getattr_fallback(self, path: ObjPath, name: str) -> None:
+        """``name`` read on the object at ``path`` fell back to its class's ``__getattr__``,
+        whose own reads Dynamo guards: check that it still does. The name is still missing
+        from the instance dict and from the class (its whole MRO), and the class still runs
+        the very ``__getattr__`` traced."""
+        obj = self.value(path)
+        try:
+            own = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            own = None
+        if isinstance(own, dict):
+            self.builder.add(path.child("dict"), Check("lacks", name))
+        found = path.child("type")
+        self.builder.add(found, Check("hasattr", [name, False]))
+        if type(obj).__getattr__ is not torch.nn.Module.__getattr__:  # torch's own: not pinned per module
+            self._identity(found.child("getattr", "__getattr__"), type(obj).__getattr__)
 
     def _global_hooks(self) -> None:
         module = sys.modules["torch.nn.modules.module"]

@@ -13,7 +13,7 @@ type       ``"module:qualname"`` of a class  is exactly an instance of that clas
 id         an identity (see :func:`identity`) is that very object (a function, class, module)
 eq         an encoded value                  equals it, of the same type at every level
 len        an int                            has that many items
-keys       encoded keys, in order            is a dict with exactly those keys, in that order
+keys       encoded keys, in order            is a dict (or a mappingproxy) with exactly those keys, in order
 has        an encoded key                    contains it (``key in obj``)
 lacks      an encoded key                    does not contain it
 hasattr    ``[name, bool]``                  has (or has not) that attribute
@@ -95,9 +95,13 @@ def _len(obj: Any, n: Any) -> bool:
         return False
 
 
+#: What a ``keys`` check applies to: dicts and read-only views of one (``types.MappingProxyType``).
+_MAPPINGS = (dict, types.MappingProxyType)
+
+
 def _keys(obj: Any, keys: Any) -> bool:
     try:
-        return isinstance(obj, dict) and values.same(dict_keys(obj), keys)
+        return isinstance(obj, _MAPPINGS) and values.same(dict_keys(obj), keys)
     except Exception:  # a subclass's keys() that fails: not the keys compiled for
         return False
 
@@ -146,7 +150,7 @@ def _explain_len(label: str, obj: Any, expect: Any) -> str:
 
 def _explain_keys(label: str, obj: Any, expect: Any) -> str:
     keys = values.decode(expect)
-    found = dict_keys(obj) if isinstance(obj, dict) else f"a {type(obj).__name__}"
+    found = dict_keys(obj) if isinstance(obj, _MAPPINGS) else f"a {type(obj).__name__}"
     return f"{label} has keys {values.describe(found)}, compiled for {values.describe(keys)}"
 
 
@@ -254,6 +258,12 @@ def identity(value: Any) -> dict[str, Any] | None:
                 return {"ref": ref}
         except LookupError:
             pass
+    if isinstance(value, type):
+        # an interpreter type without an importable name of its own (mappingproxy, method):
+        # the name the types module gives it
+        name = next((n for n, v in vars(types).items() if v is value and not n.startswith("_")), None)
+        if name is not None:
+            return {"ref": f"types:{name}"}
     name = getattr(value, "__name__", None)
     if isinstance(value, types.BuiltinFunctionType) and isinstance(name, str):
         # torch's operators are builtins of a hidden class (torch.clamp's __self__ is

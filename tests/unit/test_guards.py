@@ -166,6 +166,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.GATE, "lin", torch.nn.Identity()),
         "GATE.lin is a torch.nn.modules.linear.Identity",
     ),
+    # a class attribute named like a submodule: read instead of it (nn.Module.__getattr__)
+    (
+        "module_call",
+        lambda m: setattr(m.Gate, "lin", torch.nn.Identity()),
+        "type(guard_pkg.state.GATE).lin now exists",
+    ),
     ("namespace", lambda m: setattr(m.NS, "scale", 3.0), "guard_pkg.state.NS.scale is float 3.0"),
     ("attr_dict", _setitem(lambda m: m.CFG, "shift", 0.5), "guard_pkg.state.CFG['shift'] is float 0.5"),
     ("ordered_dict", _setitem(lambda m: m.OD, "gain", 2.0), "guard_pkg.state.OD['gain'] is float 2.0"),
@@ -194,6 +200,31 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.NP_SCALE is float32",
     ),
     ("registry", _setitem(lambda m: m.ACTS, "gelu", torch.relu), "guard_pkg.state.ACTS['gelu'] was replaced"),
+    ("mapping_proxy", _setitem(lambda m: m._TABLE, "k", 3.0), "guard_pkg.state.TABLE['k'] is float 3.0"),
+    ("mapping_proxy", _setitem(lambda m: m._TABLE, "j", 3.0), "guard_pkg.state.TABLE has keys ['k', 'j']"),
+    ("bound_method", lambda m: setattr(m.SCALE_BY.__self__, "k", 3.0), "SCALE_BY.__self__.k is float 3.0"),
+    ("chain_map", lambda m: m.LAYERS.maps[0].__setitem__("k", 3.0), "LAYERS.maps[0]['k'] is float 3.0"),
+    ("chain_map", lambda m: m.LAYERS.maps.insert(0, {"k": 5.0}), "LAYERS.maps has 3 entries"),
+    ("slotted", lambda m: setattr(m.SLOTTED, "k", 3.0), "guard_pkg.state.SLOTTED.k is float 3.0"),
+    ("inherited", lambda m: setattr(m.BaseConst, "K", 3.0), "type(guard_pkg.state.CHILD).K is float 3.0"),
+    ("inherited", lambda m: setattr(m.CHILD, "K", 3.0), "guard_pkg.state.CHILD.K is now set on the instance"),
+    # a read that falls back to the class's __getattr__
+    (
+        "lazy_attribute",
+        _setitem(lambda m: m.LAZY_REG, "k", 3.0),
+        "guard_pkg.state.LAZY_REG['k'] is float 3.0",
+    ),
+    (
+        "lazy_attribute",
+        lambda m: setattr(m.LAZY, "k", 3.0),
+        "guard_pkg.state.LAZY.k is now set on the instance",
+    ),
+    ("lazy_attribute", lambda m: setattr(m.Lazy, "k", 3.0), "type(guard_pkg.state.LAZY).k now exists"),
+    (
+        "lazy_attribute",
+        lambda m: setattr(m.Lazy, "__getattr__", lambda self, name: 3.0),
+        "type(guard_pkg.state.LAZY).__getattr__ was replaced",
+    ),
     (
         "partial",
         lambda m: setattr(m, "CLAMP", functools.partial(torch.clamp, min=0.0)),

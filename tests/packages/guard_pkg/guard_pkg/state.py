@@ -228,6 +228,80 @@ def side_effect(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
+class Lazy:
+    """A proxy whose missing attributes come from a registry (its ``__getattr__``)."""
+
+    def __getattr__(self, name: str) -> float:
+        return LAZY_REG[name]
+
+
+LAZY_REG = {"k": 2.0}
+LAZY = Lazy()
+
+
+def lazy_attribute(x: torch.Tensor) -> torch.Tensor:
+    return x * LAZY.k
+
+
+_TABLE = {"k": 2.0}
+TABLE = types.MappingProxyType(_TABLE)  # a read-only view of a dict
+
+
+def mapping_proxy(x: torch.Tensor) -> torch.Tensor:
+    return x * TABLE["k"]
+
+
+class Scaler:
+    def __init__(self) -> None:
+        self.k = 2.0
+
+    def scale_by(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k
+
+
+SCALE_BY = Scaler().scale_by  # a bound method held in a global
+
+
+def bound_method(x: torch.Tensor) -> torch.Tensor:
+    return SCALE_BY(x)
+
+
+LAYERS = collections.ChainMap({"k": 2.0}, {"j": 1.0})
+
+
+def chain_map(x: torch.Tensor) -> torch.Tensor:
+    return x * LAYERS["k"]
+
+
+class Slotted:
+    __slots__ = ("k",)
+
+    def __init__(self) -> None:
+        self.k = 2.0
+
+
+SLOTTED = Slotted()
+
+
+def slotted(x: torch.Tensor) -> torch.Tensor:
+    return x * SLOTTED.k
+
+
+class BaseConst:
+    K = 2.0
+
+
+class ChildConst(BaseConst):
+    pass
+
+
+CHILD = ChildConst()
+
+
+def inherited(x: torch.Tensor) -> torch.Tensor:
+    return x * CHILD.K
+
+
 class BadDict(dict):
     __getattr__ = dict.__getitem__
 
