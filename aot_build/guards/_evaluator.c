@@ -592,7 +592,17 @@ static int stamp_read(Evaluator *ev, Node *nd, PyObject *parent, PyObject *obj) 
         }
         return stamp_dict(ev, parent);
     case OP_GETATTR:
-        if (PyModule_Check(parent) && !PyModule_CheckExact(parent)) return 0;
+        if (PyModule_Check(parent)) {
+            if (!PyModule_CheckExact(parent)) return 0;
+            /* a name missing from the module's dict came from its __getattr__ (PEP 562), which
+               may compute it from anything: re-read */
+            PyObject *d = PyModule_GetDict(parent);
+            PyObject *found = d != NULL ? PyDict_GetItemWithError(d, nd->key) : NULL;
+            if (found == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
         return stamp_attribute(ev, parent, nd->key);
     case OP_DICT:
         if (PyType_Check(parent)) return 1;

@@ -208,6 +208,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("slotted", lambda m: setattr(m.SLOTTED, "k", 3.0), "guard_pkg.state.SLOTTED.k is float 3.0"),
     ("inherited", lambda m: setattr(m.BaseConst, "K", 3.0), "type(guard_pkg.state.CHILD).K is float 3.0"),
     ("inherited", lambda m: setattr(m.CHILD, "K", 3.0), "guard_pkg.state.CHILD.K is now set on the instance"),
+    # a module's __getattr__ (PEP 562) computes the name from a table
+    (
+        "module_getattr",
+        lambda m: sys.modules["guard_pkg.lazy_module"].TABLE.__setitem__("EPS", 3.0),
+        "lazy_module.EPS is float 3.0",
+    ),
     # a read that falls back to the class's __getattr__
     (
         "lazy_attribute",

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import helpers
+from . import helpers, lazy_module
 from .helpers import SCALE
 
 
@@ -300,6 +300,10 @@ CHILD = ChildConst()
 
 def inherited(x: torch.Tensor) -> torch.Tensor:
     return x * CHILD.K
+
+
+def module_getattr(x: torch.Tensor) -> torch.Tensor:
+    return x * lazy_module.EPS
 
 
 class BadDict(dict):
