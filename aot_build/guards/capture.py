@@ -231,6 +231,13 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
     docstring. CaptureError names the read that cannot be carried, or why Dynamo stopped."""
     from torch._dynamo.convert_frame import fullgraph_capture
 
+    if torch.are_deterministic_algorithms_enabled():
+        raise CaptureError(
+            f"{where}: deterministic algorithms are on while the build traces it "
+            "(torch.use_deterministic_algorithms(True), called while importing the package?); "
+            "artifacts are compiled with them off, and the shim runs them only while they are off.\n"
+            "  turn them on in the code that uses the package, not at import"
+        )
     module = sys.modules[fn.__module__]
     before = dict(vars(module))
     call = (self_obj, *args) if self_obj is not None else tuple(args)

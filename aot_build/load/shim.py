@@ -52,6 +52,7 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_level = torch._C._functorch.peek_interpreter_stack
 _any_autocast = torch._C._is_any_autocast_enabled
 _default_dtype = torch.get_default_dtype
+_deterministic = torch._C._get_deterministic_algorithms
 
 
 def _flag(name: str) -> bool:
@@ -712,6 +713,17 @@ class _Bound:
                     "autocast",
                     "autocast is enabled: eager would compute in lower precision; "
                     "artifacts are compiled without autocast",
+                ),
+                args,
+                kwargs,
+            )
+        if _deterministic():
+            return self.fallback(
+                Miss(
+                    "deterministic",
+                    "deterministic algorithms are on (torch.use_deterministic_algorithms): eager "
+                    "would pick deterministic kernels, and the function may read the setting; "
+                    "artifacts are compiled with them off",
                 ),
                 args,
                 kwargs,

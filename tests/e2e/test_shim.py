@@ -401,6 +401,24 @@ def test_aten_cpu_capability_selects_the_artifact(
 # ---------------------------------------------------------------- environment switches
 
 
+def test_deterministic_algorithms_fall_back_until_turned_off(ops: ModuleType) -> None:
+    """Artifacts are compiled with deterministic algorithms off: while they are on, calls run
+    as Python (eager's deterministic kernels, and any read of the setting), once warned."""
+    torch.use_deterministic_algorithms(True)
+    try:
+        out, ran, caught = call(ops, X, 3)
+        again, ran_again, caught_again = call(ops, X, 3)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    (message,) = fallback_messages(caught)
+    assert ran and "deterministic algorithms are on (torch.use_deterministic_algorithms)" in message
+    assert ran_again and caught_again == []  # one warning per check
+    assert_same(out, eager(ops, X, 3))
+    assert_same(again, out)
+    out, ran, caught = call(ops, X, 3)
+    assert not ran and caught == []
+
+
 def test_strict_mode_raises_instead(ops: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AOT_BUILD_STRICT", "1")
     out, ran, caught = call(ops, X, 3)  # covered: fine

@@ -60,6 +60,12 @@ CASES = [
         "os.environ._data now contains b'STATE_PKG_SHIFT'",
     ),
     (
+        "torch global state",
+        "torch.use_deterministic_algorithms(True)",
+        "torch.use_deterministic_algorithms(False)",
+        "deterministic algorithms are on (torch.use_deterministic_algorithms)",
+    ),
+    (
         "lru_cache helper",
         "K.CACHE_K = 5.0; K.cached.cache_clear()",
         "K.CACHE_K = 4.0; K.cached.cache_clear()",

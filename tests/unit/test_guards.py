@@ -354,6 +354,21 @@ def test_what_cannot_be_carried_is_refused_with_the_fix(
     assert str(info.value).startswith(f"guard_pkg.state:{fn}: ")
 
 
+def test_a_trace_under_deterministic_algorithms_is_refused(pkg: types.ModuleType) -> None:
+    """The shim runs artifacts only while deterministic algorithms are off (a function may read
+    the setting, and eager picks other kernels under it): a build tracing with them on (a
+    package that turns them on at import) would compile the other branch."""
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(CaptureError) as info:
+            capture(pkg.namespace, None, (X,), "guard_pkg.state:namespace")
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert "deterministic algorithms are on while the build traces it" in str(info.value)
+    assert "not at import" in str(info.value)
+    capture(pkg.namespace, None, (X,), "guard_pkg.state:namespace")  # off again: traced
+
+
 def test_numpy_data_held_as_a_tensor_is_a_weight(pkg: types.ModuleType) -> None:
     captured = capture(pkg.numpy_held_as_tensor, None, (X,), "t")
     ((paths, tensor),) = captured.weights

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -125,6 +127,25 @@ def test_missing_features_named() -> None:
     assert missing_features("cpu-avx2", "x86_64", have) == {"bmi2", "abm"}
     assert missing_features("cpu-avx512", "x86_64", have) == {"bmi2", "abm"} | _V4
     assert missing_features("cpu-baseline", "x86_64", frozenset()) == set()
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 16384])
+def test_cpu_flags_reads_the_first_cpus_line_whatever_the_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    """/proc/cpuinfo is read in blocks up to the first CPU's flags line: a line split across
+    blocks, one at the very end without a newline, and a missing one all read right."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpu = "processor\t: {n}\nmodel name\t: X\nflagship\t: no\nflags\t\t: fpu sse2 avx2{extra}\n\n"
+    cpuinfo.write_text(cpu.format(n=0, extra="") + cpu.format(n=1, extra=" avx512f"))
+    monkeypatch.setattr(targets, "machine", lambda: "x86_64")
+    assert cpu_flags(str(cpuinfo), block) == frozenset({"fpu", "sse2", "avx2"})
+    cpuinfo.write_text("processor\t: 0\nFeatures\t: fp asimd")  # Arm, no newline at the end
+    monkeypatch.setattr(targets, "machine", lambda: "aarch64")
+    assert cpu_flags(str(cpuinfo), block) == frozenset({"fp", "asimd"})
+    cpuinfo.write_text("processor\t: 0\nflags\t: fpu\n")  # this architecture writes "Features"
+    assert cpu_flags(str(cpuinfo), block) is None
+    assert cpu_flags(str(tmp_path / "missing"), block) is None
 
 
 def test_cpu_flags_of_this_host() -> None:

@@ -77,6 +77,8 @@ def reads_state(x: torch.Tensor) -> torch.Tensor:
     y = SCALER(y) * NP_SCALE
     if os.environ.get("STATE_PKG_SHIFT") == "1":
         y = y + 1
+    if torch.are_deterministic_algorithms_enabled():  # global torch state
+        y = y - 1
     return y * cached(2)
 
 
