@@ -226,15 +226,22 @@ def trace(fn: Callable[..., Any], iset: InputSet, device: str, where: str) -> Tr
         t.detach().to(device).requires_grad_(calls.grad and t.requires_grad) for t in lifted.tensors
     )
     dynamic_shapes = (iset.export_spec(), (None,) * len(weights))
-    if calls.grad:
-        # export's default (pre-dispatch) IR loses the tensors autograd saves between the
-        # function's forward and its torch.autograd.grad (2.13: "a fake tensor in the exported
-        # program constant's list"); the ATen-level trace runs the backward as it records it.
-        from torch.export._trace import _export
+    # Under no_grad, as the eager run and the capture: a function that reads
+    # torch.is_grad_enabled() gets the answer its guard checks (the shim runs the library
+    # under no_grad too; a training entry's backward is derived from this program afterwards).
+    with torch.no_grad():
+        if calls.grad:
+            # export's default (pre-dispatch) IR loses the tensors autograd saves between the
+            # function's forward and its torch.autograd.grad (2.13: "a fake tensor in the
+            # exported program constant's list"); the ATen-level trace runs the backward as
+            # it records it.
+            from torch.export._trace import _export
 
-        ep = _export(traced, (args, weights), dynamic_shapes=dynamic_shapes, strict=False, pre_dispatch=False)
-    else:
-        ep = torch.export.export(traced, (args, weights), dynamic_shapes=dynamic_shapes, strict=False)
+            ep = _export(
+                traced, (args, weights), dynamic_shapes=dynamic_shapes, strict=False, pre_dispatch=False
+            )
+        else:
+            ep = torch.export.export(traced, (args, weights), dynamic_shapes=dynamic_shapes, strict=False)
     assert traced.result.outputs is not None
     _refuse_grad_outputs(eager, traced.result.outputs, where)
     return Traced(ep, lifted, captured, traced.result.outputs)

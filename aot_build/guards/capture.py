@@ -9,7 +9,7 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: five reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: six reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
@@ -25,7 +25,11 @@ with a test (tests/unit/test_guards.py):
   ``nn.Module``'s parameters and submodules): Dynamo inlines it too and guards what it
   reads, not that the name is still missing from the instance and its class (a class
   attribute of that name, set after import, would be read instead), nor that the class still
-  runs that ``__getattr__``.
+  runs that ``__getattr__``;
+* a call into torch that Dynamo answers while tracing and builds into the graph
+  (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
+  guarded by the function's identity only): called again by each check, its answer compared;
+  one with arguments is refused.
 """
 
 from __future__ import annotations
@@ -226,6 +230,82 @@ def _restored_attributes_allowed() -> Iterator[None]:
         OutputGraph.get_replayed_side_effect_source_refs = original  # type: ignore[method-assign]
 
 
+@dataclass(frozen=True)
+class _StateRead:
+    """A call into torch that Dynamo answered at trace time and built into the graph as a
+    constant (``torch.cuda.is_available()``, ``torch.is_grad_enabled()``,
+    ``torch.distributed.get_rank()``): the function, how the trace reached it (a Dynamo
+    source, or None), whether it took arguments, and the answer it gave."""
+
+    fn: Any
+    source: Any
+    with_args: bool
+    value: Any
+
+
+def _answered_by_the_shim() -> set[Any]:
+    """torch's state calls whose answer the shim checks on every call itself (autocast, the
+    default dtype, deterministic algorithms, torch function modes), or that Dynamo guards
+    already (its ``constant_fold_functions_need_guards``), or whose compiled answer is the
+    intended one (``torch.compiler.is_compiling()``, ``torch.jit.is_scripting()``), or that
+    depend on their arguments only."""
+    from torch._dynamo.variables import torch as dynamo_torch
+
+    return {
+        *dynamo_torch.constant_fold_functions_need_guards,
+        *dynamo_torch.tracing_state_functions(),
+        torch.get_default_dtype,
+        torch.is_autocast_cpu_enabled,
+        torch.is_autocast_enabled,
+        torch._C._is_any_autocast_enabled,
+        torch.are_deterministic_algorithms_enabled,
+        torch._C._is_torch_function_enabled,
+        torch._C._is_torch_function_all_disabled,
+        torch._C._is_torch_function_mode_enabled,
+        torch._assert,
+        torch._utils._get_device_index,
+        torch.is_complex,
+        torch.is_floating_point,
+        torch.nn.functional._Reduction.get_enum,  # type: ignore[attr-defined]
+        torch.promote_types,
+        torch.autograd._is_checkpoint_valid,
+    }
+
+
+@contextlib.contextmanager
+def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
+    """Dynamo (2.13) answers some calls into torch at trace time and builds the answer into
+    the graph, guarded only by the function's identity: ``torch.cuda.is_available()``,
+    ``torch.distributed.is_initialized()`` / ``get_rank()``, ``torch.is_grad_enabled()``
+    (which the build traces as False, under no_grad). Record each call answered so, for the
+    translator to check that the call still gives that answer (or to refuse it)."""
+    from torch._dynamo.variables import torch as dynamo_torch
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    original = TorchInGraphFunctionVariable.call_function
+    known = _answered_by_the_shim()
+    folded = dynamo_torch.constant_fold_functions
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        result = original(self, tx, args, kwargs)
+        fn = self.value
+        try:
+            skip = fn in known or getattr(fn, "__module__", None) == "math"
+        except TypeError:  # unhashable
+            skip = True
+        if skip:
+            return result
+        with_args = bool(args or kwargs)
+        if not with_args and result.is_python_constant():
+            found.append(_StateRead(fn, self.source, False, result.as_python_constant()))
+        elif with_args and fn in folded:
+            found.append(_StateRead(fn, self.source, True, None))
+        return result
+
+    with mock.patch.object(TorchInGraphFunctionVariable, "call_function", recorded):
+        yield
+
+
 def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where: str) -> Captured:
     """Trace ``fn`` (with ``self_obj`` first for a method entry) on ``args``; see the module
     docstring. CaptureError names the read that cannot be carried, or why Dynamo stopped."""
@@ -242,8 +322,14 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
     before = dict(vars(module))
     call = (self_obj, *args) if self_obj is not None else tuple(args)
     fallbacks: dict[tuple[Any, str], None] = {}
+    state_reads: list[_StateRead] = []
     try:
-        with torch.no_grad(), _dynamo_settings(), _getattr_fallbacks_recorded(fallbacks):
+        with (
+            torch.no_grad(),
+            _dynamo_settings(),
+            _getattr_fallbacks_recorded(fallbacks),
+            _state_reads_recorded(state_reads),
+        ):
             try:
                 out = fullgraph_capture(fn, call)
             except Exception as exc:
@@ -251,8 +337,10 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
         g = out.graph_capture_output
         installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
         translator = _Translator(fn, self_obj, module.__name__, installed, dict(g.import_sources), where)
-        captured = translator.run(list(g.output_graph.guards), list(g.traced_code), list(fallbacks))
-        _holds_now(captured, fn, self_obj, where)
+        guards, code = list(g.output_graph.guards), list(g.traced_code)
+        captured = translator.run(guards, code, list(fallbacks), state_reads)
+        with torch.no_grad():  # as traced (a call with grad on fails the check of a read of it)
+            _holds_now(captured, fn, self_obj, where)
         return captured
     finally:
         for name in [k for k in vars(module) if k not in before]:
@@ -456,7 +544,11 @@ class _Translator:
     # ------------------------------------------------------------------ guards
 
     def run(
-        self, guards: list[Any], traced_code: list[types.CodeType], fallbacks: Sequence[tuple[Any, str]] = ()
+        self,
+        guards: list[Any],
+        traced_code: list[types.CodeType],
+        fallbacks: Sequence[tuple[Any, str]] = (),
+        state_reads: Sequence[_StateRead] = (),
     ) -> Captured:
         from torch._dynamo.source import is_from_skip_guard_source
         from torch._guards import Guard
@@ -487,6 +579,8 @@ class _Translator:
             path = self.path(source)
             if path is not None:
                 self._getattr_fallback(path, name)
+        for read in state_reads:
+            self._state_read(read)
         weights = []
         for paths, tensor in self._weights.values():
             # the first path is the one the export lifts the weight at and the shim reads it by
@@ -682,6 +776,29 @@ class _Translator:
         self.builder.add(found, Check("hasattr", [name, False]))
         if type(obj).__getattr__ is not torch.nn.Module.__getattr__:  # torch's own: not pinned per module
             self._identity(found.child("getattr", "__getattr__"), type(obj).__getattr__)
+
+    def _state_read(self, read: _StateRead) -> None:
+        """A call into torch answered at trace time (see :func:`_state_reads_recorded`):
+        check on each call that calling it again gives the same answer."""
+        module = getattr(read.fn, "__module__", None) or "torch"
+        name = f"{module}.{getattr(read.fn, '__qualname__', read.fn)}"
+        if read.with_args:
+            raise CaptureError(
+                f"{self.where}: calls {name}(...), which torch.compile's tracer answers while "
+                "building and builds into the compiled code; its answer depends on the state of the "
+                "machine it runs on.\n  call it outside the entry and pass the result as an argument"
+            )
+        path = self.path(read.source) if read.source is not None else None
+        if path is None:
+            ident = identity(read.fn)
+            if ident is None or "ref" not in ident:
+                raise CaptureError(
+                    f"{self.where}: calls {name}(), which torch.compile's tracer answers while "
+                    "building; aot_build cannot find that function again to check the answer on each "
+                    "call.\n  call it outside the entry and pass the result as an argument"
+                )
+            path = ObjPath(("ref", ident["ref"]))
+        self._equals(path.child("call"), read.value)
 
     def _global_hooks(self) -> None:
         module = sys.modules["torch.nn.modules.module"]

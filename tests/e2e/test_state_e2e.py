@@ -66,6 +66,18 @@ CASES = [
         "deterministic algorithms are on (torch.use_deterministic_algorithms)",
     ),
     (
+        "grad mode",
+        "torch.set_grad_enabled(True)",
+        "torch.set_grad_enabled(False)",
+        "torch.is_grad_enabled() is bool True, compiled for bool False",
+    ),
+    (
+        "machine state",
+        "torch._C._cuda_getDeviceCount = lambda: 1",  # a CUDA build on a GPU machine
+        "del torch._C._cuda_getDeviceCount",
+        "torch.cuda.is_available() is bool True, compiled for bool False",
+    ),
+    (
         "lru_cache helper",
         "K.CACHE_K = 5.0; K.cached.cache_clear()",
         "K.CACHE_K = 4.0; K.cached.cache_clear()",

@@ -4,6 +4,7 @@ the build refuses. Each kind is changed after "import": the check must fail and 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import importlib
@@ -272,6 +273,60 @@ def test_every_kind_of_state_is_guarded(
     finally:
         if hasattr(handle, "remove"):
             handle.remove()
+
+
+@contextlib.contextmanager
+def _process_group(tmp_path: Path) -> Iterator[None]:
+    """A one-process gloo group, as ``torch.distributed.init_process_group`` makes it."""
+    store = f"file://{tmp_path / 'store'}"
+    torch.distributed.init_process_group("gloo", init_method=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_torch_state_answered_while_tracing_is_checked(
+    pkg: types.ModuleType, evaluator: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Dynamo builds the answers of ``torch.cuda.is_available()``, ``torch.distributed.
+    is_initialized()``, ``get_world_size()`` and ``torch.is_grad_enabled()`` into the graph,
+    guarded by nothing but the functions' identity: each call is checked to answer the same."""
+    accelerator = Checker(pkg.accelerator, evaluator)
+    assert accelerator() == -1
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", lambda: 1, raising=False)  # CUDA, one GPU
+    explained = accelerator.explain(accelerator())
+    assert "torch.cuda.is_available() is bool True, compiled for bool False" in explained
+    monkeypatch.undo()
+    assert accelerator() == -1
+
+    distributed = Checker(pkg.distributed, evaluator)
+    assert distributed() == -1
+    with _process_group(tmp_path):
+        assert "distributed.is_initialized() is bool True" in distributed.explain(distributed())
+        in_group = Checker(pkg.distributed, evaluator)  # built inside a group of one
+        assert in_group() == -1
+        assert {"torch.distributed.get_world_size()", "torch.distributed.is_initialized()"} <= {
+            in_group.tree.path(i).label().removeprefix("guard_pkg.state.") for i, _ in in_group.tree.checks()
+        }
+    assert distributed() == -1
+    assert "is_initialized() is bool False, compiled for bool True" in in_group.explain(in_group())
+
+    with torch.no_grad():  # as the build traces
+        grad_mode = Checker(pkg.grad_mode, evaluator)
+        assert grad_mode() == -1
+    assert "torch.is_grad_enabled() is bool True, compiled for bool False" in grad_mode.explain(grad_mode())
+    with torch.inference_mode():
+        assert grad_mode() == -1
+
+
+def test_torch_state_read_with_arguments_is_refused(pkg: types.ModuleType, tmp_path: Path) -> None:
+    """A call answered while tracing that takes arguments (``get_rank(group)``,
+    ``torch.cuda.get_device_properties(0)``) cannot be called again by a check: refused."""
+    with _process_group(tmp_path), pytest.raises(CaptureError) as info:
+        capture(pkg.rank_of, None, (X,), "guard_pkg.state:rank_of")
+    assert "calls torch.distributed.distributed_c10d.get_rank(...)" in str(info.value)
+    assert "call it outside the entry and pass the result as an argument" in str(info.value)
 
 
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:

@@ -385,3 +385,24 @@ LSTM = torch.nn.LSTM(4, 8, batch_first=True).eval()
 
 def lstm(x: torch.Tensor) -> torch.Tensor:
     return LSTM(x.unsqueeze(0))[0]
+
+
+# -- torch's state answered by its tracer while building (built into the graph as a constant)
+def grad_mode(x: torch.Tensor) -> torch.Tensor:
+    if torch.is_grad_enabled():  # e.g. a fast path taken only without autograd
+        return x + 1.0
+    return x * 2.0
+
+
+def accelerator(x: torch.Tensor) -> torch.Tensor:
+    return x.mean() if torch.cuda.is_available() else x.sum()
+
+
+def distributed(x: torch.Tensor) -> torch.Tensor:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return x / torch.distributed.get_world_size()
+    return x
+
+
+def rank_of(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.distributed.get_rank(group=None)

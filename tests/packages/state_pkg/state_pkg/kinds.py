@@ -53,12 +53,12 @@ class Gate(nn.Module):
 NS = types.SimpleNamespace(scale=1.5)
 CFG = AttrDict(shift=0.25, act="gelu")
 OD = collections.OrderedDict(gain=1.0)
-MIXED = {"net": nn.Linear(8, 8), "alpha": 0.5}
+MIXED = {"net": nn.Linear(8, 8).requires_grad_(False), "alpha": 0.5}
 FLAGS = {"clip"}
 NP_SCALE = np.float32(2.0)
 ACTS = {"gelu": torch.nn.functional.gelu, "relu": torch.relu}
 CLAMP = functools.partial(torch.clamp, min=-1.0)
-GATE = Gate().eval()
+GATE = Gate().eval().requires_grad_(False)  # inference weights: calls with grad on run compiled
 CACHE_K = 4.0
 
 
@@ -79,6 +79,10 @@ def reads_state(x: torch.Tensor) -> torch.Tensor:
         y = y + 1
     if torch.are_deterministic_algorithms_enabled():  # global torch state
         y = y - 1
+    if torch.is_grad_enabled():  # answered while tracing (under no_grad)
+        y = y * 0.5
+    if torch.cuda.is_available():  # the machine's state, answered while tracing
+        y = y + 2
     return y * cached(2)
 
 
