@@ -501,6 +501,12 @@ static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
         if (t1 == 0 || t2 == 0 || meta->tp_getattro != PyType_Type.tp_getattro) return 0;
         PyObject *d = _PyType_Lookup(meta, name);
         if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL) return 0;  /* a metaclass data descriptor */
+        /* a descriptor defined in Python runs its __get__ on each read (C ones found on a
+           class give themselves, or bind the class: fixed by the tags) */
+        PyObject *a = _PyType_Lookup(tp, name);
+        if (a == NULL) a = d;
+        if (a != NULL && Py_TYPE(a)->tp_descr_get != NULL && (Py_TYPE(a)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+            return 0;
         if (add_stamp(ev, ST_TYPE, obj, t1, NULL) < 0 || add_stamp(ev, ST_TYPE, (PyObject *)meta, t2, NULL) < 0)
             return -1;
         return 1;

@@ -9,7 +9,7 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: six reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: seven reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
@@ -22,10 +22,13 @@ with a test (tests/unit/test_guards.py):
   class still runs it. Checked by identity; the shim's evaluator relies on that check to know
   such reads from the object's dict and class without calling them;
 * the ``__getattr__`` a read falls back to (a lazy or proxy object's missing attribute, an
-  ``nn.Module``'s parameters and submodules): Dynamo inlines it too and guards what it
-  reads, not that the name is still missing from the instance and its class (a class
-  attribute of that name, set after import, would be read instead), nor that the class still
-  runs that ``__getattr__``;
+  ``nn.Module``'s parameters and submodules, a class's name its metaclass answers): Dynamo
+  inlines it too and guards what it reads, not that the name is still missing from the
+  instance and its class (a class attribute of that name, set after import, would be read
+  instead), nor that the class still runs that ``__getattr__``;
+* how modules are called: Dynamo calls ``forward`` directly when a module's ``__call__`` and
+  ``_call_impl`` are torch's own, without guarding that they still are (``nn.Module.__call__``
+  replaced by a profiler after import);
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
@@ -157,13 +160,16 @@ def _missing_keys_guarded() -> Iterator[None]:
 
 def _falls_back_to_getattr(obj: Any, name: str) -> bool:
     """Whether reading ``obj.name`` ends in its class's Python ``__getattr__`` (an
-    ``nn.Module``'s parameters, buffers and submodules do): nothing on the class or in the
-    instance dict has the name."""
+    ``nn.Module``'s parameters, buffers and submodules do; so does a class's read that its
+    metaclass's ``__getattr__`` answers): nothing on the class or in the instance dict (the
+    class's namespaces, for a class) has the name."""
     cls = type(obj)
     if not isinstance(getattr(cls, "__getattr__", None), types.FunctionType):
         return False
     if any(name in vars(k) for k in cls.__mro__):
         return False
+    if isinstance(obj, type):
+        return not any(name in vars(k) for k in obj.__mro__)
     try:
         object.__getattribute__(obj, name)  # the instance dict, or storage of its own
     except AttributeError:
@@ -177,16 +183,43 @@ def _getattr_fallbacks_recorded(found: dict[tuple[Any, str], None]) -> Iterator[
     what it reads, not that the read still falls back: an attribute set on the instance or
     its class after import, or another ``__getattr__``, would go unseen. Record each such
     read (by its object's source and the name) for the translator to guard."""
-    from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable, UserDefinedObjectVariable
 
-    original = UserDefinedObjectVariable.generic_getattr
+    on_objects = UserDefinedObjectVariable.generic_getattr
+    on_classes = UserDefinedClassVariable.var_getattr
 
-    def recorded(self: Any, tx: Any, name: str) -> Any:
-        if self.source is not None and _falls_back_to_getattr(self.value, name):
-            found[(self.source, name)] = None
-        return original(self, tx, name)
+    def recorded(original: Callable[..., Any]) -> Callable[..., Any]:
+        def read(self: Any, tx: Any, name: str) -> Any:
+            if self.source is not None and _falls_back_to_getattr(self.value, name):
+                found[(self.source, name)] = None
+            return original(self, tx, name)
 
-    with mock.patch.object(UserDefinedObjectVariable, "generic_getattr", recorded):
+        return read
+
+    with (
+        mock.patch.object(UserDefinedObjectVariable, "generic_getattr", recorded(on_objects)),
+        mock.patch.object(UserDefinedClassVariable, "var_getattr", recorded(on_classes)),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _module_calls_recorded(found: dict[type, Any]) -> Iterator[None]:
+    """Dynamo (2.13) calls an ``nn.Module``'s ``forward`` directly when the module's
+    ``__call__`` and ``_call_impl`` are torch's own and it has no hooks: it guards the hooks,
+    not that ``__call__`` is still torch's (a profiler or a patch that replaces
+    ``nn.Module.__call__``, or a subclass's, after import). Record the class of each module
+    the trace calls (with the source of one instance), for the translator to check both."""
+    from torch._dynamo.variables.nn_module import UnspecializedNNModuleVariable
+
+    original = UnspecializedNNModuleVariable.call_function
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        if self.source is not None:
+            found.setdefault(type(self.value), self.source)
+        return original(self, tx, args, kwargs)
+
+    with mock.patch.object(UnspecializedNNModuleVariable, "call_function", recorded):
         yield
 
 
@@ -323,12 +356,14 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
     call = (self_obj, *args) if self_obj is not None else tuple(args)
     fallbacks: dict[tuple[Any, str], None] = {}
     state_reads: list[_StateRead] = []
+    module_classes: dict[type, Any] = {}
     try:
         with (
             torch.no_grad(),
             _dynamo_settings(),
             _getattr_fallbacks_recorded(fallbacks),
             _state_reads_recorded(state_reads),
+            _module_calls_recorded(module_classes),
         ):
             try:
                 out = fullgraph_capture(fn, call)
@@ -338,7 +373,7 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
         installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
         translator = _Translator(fn, self_obj, module.__name__, installed, dict(g.import_sources), where)
         guards, code = list(g.output_graph.guards), list(g.traced_code)
-        captured = translator.run(guards, code, list(fallbacks), state_reads)
+        captured = translator.run(guards, code, list(fallbacks), state_reads, module_classes)
         with torch.no_grad():  # as traced (a call with grad on fails the check of a read of it)
             _holds_now(captured, fn, self_obj, where)
         return captured
@@ -549,6 +584,7 @@ class _Translator:
         traced_code: list[types.CodeType],
         fallbacks: Sequence[tuple[Any, str]] = (),
         state_reads: Sequence[_StateRead] = (),
+        module_classes: dict[type, Any] | None = None,
     ) -> Captured:
         from torch._dynamo.source import is_from_skip_guard_source
         from torch._guards import Guard
@@ -581,6 +617,8 @@ class _Translator:
                 self._getattr_fallback(path, name)
         for read in state_reads:
             self._state_read(read)
+        for cls, source in (module_classes or {}).items():
+            self._module_call(cls, source)
         weights = []
         for paths, tensor in self._weights.values():
             # the first path is the one the export lifts the weight at and the shim reads it by
@@ -766,10 +804,16 @@ class _Translator:
         from the instance dict and from the class (its whole MRO), and the class still runs
         the very ``__getattr__`` traced."""
         obj = self.value(path)
-        try:
-            own = object.__getattribute__(obj, "__dict__")
-        except AttributeError:
+        if isinstance(obj, type):  # a class whose metaclass answers: missing from its namespaces
+            for i, k in enumerate(obj.__mro__[:-1]):  # object's own namespace cannot change
+                at = path if k is obj else path.child("mro").child("index", i)
+                self.builder.add(at.child("dict"), Check("lacks", name))
             own = None
+        else:
+            try:
+                own = object.__getattribute__(obj, "__dict__")
+            except AttributeError:
+                own = None
         if isinstance(own, dict):
             self.builder.add(path.child("dict"), Check("lacks", name))
         found = path.child("type")
@@ -799,6 +843,20 @@ class _Translator:
                 )
             path = ObjPath(("ref", ident["ref"]))
         self._equals(path.child("call"), read.value)
+
+    def _module_call(self, cls: type, source: Any) -> None:
+        """Modules of class ``cls`` are called by the trace: their class still runs the very
+        ``__call__`` and ``_call_impl`` traced (torch's own, which call ``forward``)."""
+        path = self.path(source)
+        ident = identity(cls)
+        if ident is not None and "ref" in ident:
+            found = ObjPath(("ref", ident["ref"]))
+        elif path is not None:
+            found = ObjPath(("ref", self._class_ref(cls, path)))  # refused: no import path finds it
+        else:
+            return  # a module passed as an argument, of a class no import path finds
+        for name in ("__call__", "_call_impl"):
+            self._identity(found.child("getattr", name), getattr(cls, name))
 
     def _global_hooks(self) -> None:
         module = sys.modules["torch.nn.modules.module"]

@@ -161,7 +161,8 @@ def _explain_has(label: str, obj: Any, expect: Any) -> str:
 def _explain_lacks(label: str, obj: Any, expect: Any) -> str:
     key = values.decode(expect)
     if isinstance(key, str) and label.endswith(".__dict__"):
-        return f"{label[: -len('.__dict__')]}.{key} is now set on the instance (it was not when compiled)"
+        on = "class" if isinstance(obj, types.MappingProxyType) else "instance"  # a class's namespace
+        return f"{label[: -len('.__dict__')]}.{key} is now set on the {on} (it was not when compiled)"
     return f"{label} now contains {values.describe(key)} (it did not when compiled)"
 
 

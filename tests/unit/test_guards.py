@@ -133,6 +133,21 @@ def _setitem(d: Any, k: Any, v: Any) -> Callable[[Any], None]:
     return lambda m: d(m).__setitem__(k, v)
 
 
+class _Patched:
+    """``owner.name = value`` until :meth:`remove` (for changes to torch's own classes)."""
+
+    def __init__(self, owner: Any, name: str, value: Any) -> None:
+        self.owner, self.name, self.old = owner, name, vars(owner)[name]
+        setattr(owner, name, value)
+
+    def remove(self) -> None:
+        setattr(self.owner, self.name, self.old)
+
+
+def _doubled(call: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda self, *a, **k: call(self, *a, **k) * 2
+
+
 # (function, change made after import, what the failure names)
 CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     (
@@ -161,6 +176,17 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "module_call",
         lambda m: torch.nn.modules.module.register_module_forward_hook(lambda *a: None),
         "torch.nn.modules.module._global_forward_hooks has 1 entries",
+    ),
+    # a profiler or a patch replacing how modules are called (Dynamo calls forward directly)
+    (
+        "module_call",
+        lambda m: _Patched(torch.nn.Module, "__call__", _doubled(torch.nn.Module.__call__)),
+        "Gate.__call__ was replaced (compiled for torch.nn.modules.module:Module._wrapped_call_impl",
+    ),
+    (
+        "module_call",
+        lambda m: setattr(m.Gate, "_call_impl", _doubled(torch.nn.Module._call_impl)),
+        "guard_pkg.state.Gate._call_impl was replaced",
     ),
     (
         "module_call",
@@ -253,6 +279,27 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.helpers.FACTOR is float 3.0",
     ),
     ("plain_helper", lambda m: setattr(m, "_double", lambda x: x), "guard_pkg.state._double"),
+    (
+        "descriptor",
+        lambda m: setattr(m, "DESCRIBED_SCALE", 3.0),
+        "type(guard_pkg.state.HOLDER).k is float 3.0",
+    ),
+    (
+        "descriptor",
+        lambda m: setattr(m.Described, "__get__", lambda self, obj, owner=None: 3.0),
+        "type(guard_pkg.state.HOLDER).k is float 3.0",
+    ),
+    ("metaclass_getattr", _setitem(lambda m: m.META_TABLE, "K", 4.0), "META_TABLE['K'] is float 4.0"),
+    (
+        "metaclass_getattr",
+        lambda m: setattr(m.TableConsts, "K", 4.0),
+        "guard_pkg.state.TableConsts.K is now set on the class",
+    ),
+    (
+        "metaclass_getattr",
+        lambda m: setattr(m.TableMeta, "__getattr__", lambda cls, name: 4.0),
+        "type(guard_pkg.state.TableConsts).__getattr__ was replaced",
+    ),
 ]
 
 

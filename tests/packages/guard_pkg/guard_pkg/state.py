@@ -406,3 +406,43 @@ def distributed(x: torch.Tensor) -> torch.Tensor:
 
 def rank_of(x: torch.Tensor) -> torch.Tensor:
     return x + torch.distributed.get_rank(group=None)
+
+
+# -- a descriptor defined in Python, found on the class: its __get__ runs on each read
+DESCRIBED_SCALE = 2.0
+
+
+class Described:
+    def __get__(self, obj: object, owner: type | None = None) -> float:
+        return DESCRIBED_SCALE
+
+
+class Holder:
+    k = Described()
+
+
+HOLDER = Holder()
+
+
+def descriptor(x: torch.Tensor) -> torch.Tensor:
+    return x * HOLDER.k
+
+
+# -- a constants class whose metaclass answers missing names from a table
+META_TABLE = {"K": 3.0}
+
+
+class TableMeta(type):
+    def __getattr__(cls, name: str) -> float:
+        try:
+            return META_TABLE[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class TableConsts(metaclass=TableMeta):
+    pass
+
+
+def metaclass_getattr(x: torch.Tensor) -> torch.Tensor:
+    return x * TableConsts.K
