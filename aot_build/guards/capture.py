@@ -9,7 +9,7 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: seven reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: eight reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
@@ -29,6 +29,9 @@ with a test (tests/unit/test_guards.py):
 * how modules are called: Dynamo calls ``forward`` directly when a module's ``__call__`` and
   ``_call_impl`` are torch's own, without guarding that they still are (``nn.Module.__call__``
   replaced by a profiler after import);
+* an ``isinstance`` test that the class answers itself (an abstract base class's registry,
+  ``Base.register(Impl)`` after import): Dynamo guards the object's type and the class, not
+  the answer; it is asked again on each call;
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
@@ -40,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
@@ -223,6 +226,43 @@ def _module_calls_recorded(found: dict[type, Any]) -> Iterator[None]:
         yield
 
 
+def _answers_itself(cls: Any) -> bool:
+    """Whether ``isinstance(obj, cls)`` runs a ``__instancecheck__`` of ``cls``'s metaclass
+    that may read more than ``type(obj)`` (an abstract base class's registry, a runtime
+    protocol's attributes); torch's own (``nn.Parameter``'s) are answered by the type."""
+    for k in type(cls).__mro__:
+        if "__instancecheck__" in vars(k):
+            return k is not type and not str(k.__module__).startswith("torch")
+    return False
+
+
+@contextlib.contextmanager
+def _instance_checks_recorded(found: dict[tuple[Any, type], None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``isinstance(obj, cls)`` while tracing and guards ``obj``'s type
+    and ``cls``, not the answer: against an abstract base class a class registered after
+    import (``Base.register(Impl)``) changes eager's answer. Record each such test of an
+    object read from package state (by its source, and the class), for the translator to
+    check that the class still answers the same."""
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    original = BuiltinVariable.call_isinstance
+
+    def recorded(self: Any, tx: Any, arg: Any, isinstance_type_var: Any) -> Any:
+        result = original(self, tx, arg, isinstance_type_var)
+        if getattr(arg, "source", None) is not None:
+            try:
+                spec = isinstance_type_var.as_python_constant()
+            except Exception:  # not a constant: Dynamo answered from the types it knows
+                return result
+            for cls in spec if isinstance(spec, tuple) else (spec,):
+                if isinstance(cls, type) and _answers_itself(cls):
+                    found[(arg.source, cls)] = None
+        return result
+
+    with mock.patch.object(BuiltinVariable, "call_isinstance", recorded):
+        yield
+
+
 @contextlib.contextmanager
 def _restored_attributes_allowed() -> Iterator[None]:
     """An attribute set and put back within the call (``obj.active = x ... finally:
@@ -339,6 +379,30 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+@dataclass
+class _Recorded:
+    """What the recorders above saw of the reads Dynamo does not guard (module docstring)."""
+
+    #: (object's source, name) of each read that fell back to a Python ``__getattr__``.
+    fallbacks: dict[tuple[Any, str], None] = field(default_factory=dict)
+    #: calls into torch answered while tracing.
+    state_reads: list[_StateRead] = field(default_factory=list)
+    #: each module class called, with the source of one instance.
+    module_classes: dict[type, Any] = field(default_factory=dict)
+    #: (object's source, class) of each isinstance test the class answers itself.
+    instance_checks: dict[tuple[Any, type], None] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        with (
+            _getattr_fallbacks_recorded(self.fallbacks),
+            _state_reads_recorded(self.state_reads),
+            _module_calls_recorded(self.module_classes),
+            _instance_checks_recorded(self.instance_checks),
+        ):
+            yield
+
+
 def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where: str) -> Captured:
     """Trace ``fn`` (with ``self_obj`` first for a method entry) on ``args``; see the module
     docstring. CaptureError names the read that cannot be carried, or why Dynamo stopped."""
@@ -354,17 +418,9 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
     module = sys.modules[fn.__module__]
     before = dict(vars(module))
     call = (self_obj, *args) if self_obj is not None else tuple(args)
-    fallbacks: dict[tuple[Any, str], None] = {}
-    state_reads: list[_StateRead] = []
-    module_classes: dict[type, Any] = {}
+    recorded = _Recorded()
     try:
-        with (
-            torch.no_grad(),
-            _dynamo_settings(),
-            _getattr_fallbacks_recorded(fallbacks),
-            _state_reads_recorded(state_reads),
-            _module_calls_recorded(module_classes),
-        ):
+        with torch.no_grad(), _dynamo_settings(), recorded.recording():
             try:
                 out = fullgraph_capture(fn, call)
             except Exception as exc:
@@ -373,7 +429,7 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
         installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
         translator = _Translator(fn, self_obj, module.__name__, installed, dict(g.import_sources), where)
         guards, code = list(g.output_graph.guards), list(g.traced_code)
-        captured = translator.run(guards, code, list(fallbacks), state_reads, module_classes)
+        captured = translator.run(guards, code, recorded)
         with torch.no_grad():  # as traced (a call with grad on fails the check of a read of it)
             _holds_now(captured, fn, self_obj, where)
         return captured
@@ -582,9 +638,7 @@ class _Translator:
         self,
         guards: list[Any],
         traced_code: list[types.CodeType],
-        fallbacks: Sequence[tuple[Any, str]] = (),
-        state_reads: Sequence[_StateRead] = (),
-        module_classes: dict[type, Any] | None = None,
+        recorded: _Recorded | None = None,
     ) -> Captured:
         from torch._dynamo.source import is_from_skip_guard_source
         from torch._guards import Guard
@@ -611,14 +665,20 @@ class _Translator:
             self._attribute_functions(path, kind == "HASATTR")
         if hooks_read:
             self._global_hooks()
-        for source, name in fallbacks:
+        recorded = recorded or _Recorded()
+        for source, name in recorded.fallbacks:
             path = self.path(source)
             if path is not None:
                 self._getattr_fallback(path, name)
-        for read in state_reads:
+        for read in recorded.state_reads:
             self._state_read(read)
-        for cls, source in (module_classes or {}).items():
+        for cls, source in recorded.module_classes.items():
             self._module_call(cls, source)
+        for source, cls in recorded.instance_checks:
+            path = self.path(source)
+            if path is not None:
+                answer = isinstance(self.value(path), cls)
+                self.builder.add(path, Check("isinstance", [self._class_ref(cls, path), answer]))
         weights = []
         for paths, tensor in self._weights.values():
             # the first path is the one the export lifts the weight at and the shim reads it by

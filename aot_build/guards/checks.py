@@ -6,21 +6,23 @@ an object passes (:meth:`Kind.holds`: the Python evaluator and the reference for
 which implements the same table under the same opcode), and how a failure reads
 (:meth:`Kind.explain`).
 
-=========  ================================  ===============================================
-kind       expectation (JSON)                holds when the object ...
-=========  ================================  ===============================================
-type       ``"module:qualname"`` of a class  is exactly an instance of that class
-id         an identity (see :func:`identity`) is that very object (a function, class, module)
-eq         an encoded value                  equals it, of the same type at every level
-len        an int                            has that many items
-keys       encoded keys, in order            is a dict (or a mappingproxy) with exactly those keys, in order
-has        an encoded key                    contains it (``key in obj``)
-lacks      an encoded key                    does not contain it
-hasattr    ``[name, bool]``                  has (or has not) that attribute
-same       a node index                      is the object at that other node (aliases)
-notnone    null                              is not None
-weight     a weight index                    is the tensor the entry was bound to (weights)
-=========  ================================  ===============================================
+==========  ================================  ===============================================
+kind        expectation (JSON)                holds when the object ...
+==========  ================================  ===============================================
+type        ``"module:qualname"`` of a class  is exactly an instance of that class
+id          an identity (see :func:`identity`) is that very object (a function, class, module)
+eq          an encoded value                  equals it, of the same type at every level
+len         an int                            has that many items
+keys        encoded keys, in order            is a dict (or a mappingproxy) with exactly those keys, in order
+has         an encoded key                    contains it (``key in obj``)
+lacks       an encoded key                    does not contain it
+hasattr     ``[name, bool]``                  has (or has not) that attribute
+same        a node index                      is the object at that other node (aliases)
+notnone     null                              is not None
+weight      a weight index                    is the tensor the entry was bound to (weights)
+isinstance  ``["module:qualname", bool]``     is (or is not) an instance of that class, as its
+                                              ``__instancecheck__`` answers now (an ABC's registry)
+==========  ================================  ===============================================
 """
 
 from __future__ import annotations
@@ -123,6 +125,27 @@ def _bind_hasattr(expect: Any, found: Any) -> tuple[str, bool]:
     return str(expect[0]), bool(expect[1])
 
 
+def _bind_isinstance(expect: Any, found: Any) -> tuple[Any, bool]:
+    if not isinstance(expect, (list, tuple)) or len(expect) != 2 or not isinstance(expect[0], str):
+        raise ValueError(f"bad isinstance expectation {expect!r}")
+    return _class(expect[0], found), bool(expect[1])
+
+
+def _isinstance(obj: Any, const: Any) -> bool:
+    try:
+        return isinstance(obj, const[0]) is const[1]
+    except TypeError:  # the class is missing here
+        return False
+
+
+def _explain_isinstance(label: str, obj: Any, expect: Any) -> str:
+    cls, want = expect
+    return (
+        f"isinstance({label}, {cls}) is {not want}, compiled for {want} (a class registered with "
+        "an abstract base class after import?)"
+    )
+
+
 def _explain_type(label: str, obj: Any, expect: Any) -> str:
     t = type(obj)
     return f"{label} is a {t.__module__}.{t.__qualname__}, compiled for {expect}"
@@ -218,6 +241,14 @@ KINDS: dict[str, Kind] = {
             _explain_weight,
             lambda e, f: int(e),
             "is the tensor the entry was bound to",
+        ),
+        Kind(
+            "isinstance",
+            12,
+            _isinstance,
+            _explain_isinstance,
+            _bind_isinstance,
+            "is (or is not) an instance of the class, as the class answers now",
         ),
     )
 }

@@ -78,6 +78,12 @@ CASES = [
         "torch.cuda.is_available() is bool True, compiled for bool False",
     ),
     (
+        "class registered with an ABC",
+        "K.Scaling.register(K.Doubling)",
+        "abc._reset_registry(K.Scaling); abc._reset_caches(K.Scaling)",
+        "isinstance(state_pkg.kinds.STEP, state_pkg.kinds:Scaling) is True, compiled for False",
+    ),
+    (
         "lru_cache helper",
         "K.CACHE_K = 5.0; K.cached.cache_clear()",
         "K.CACHE_K = 4.0; K.cached.cache_clear()",
@@ -104,7 +110,7 @@ CASES = [
 ]
 
 SCRIPT = """
-import functools, json, os, sys, warnings
+import abc, functools, json, os, sys, warnings
 import numpy as np
 import torch
 import torch.nn.functional as F

@@ -289,6 +289,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Described, "__get__", lambda self, obj, owner=None: 3.0),
         "type(guard_pkg.state.HOLDER).k is float 3.0",
     ),
+    (
+        "abc_instance",
+        lambda m: m.Scaling.register(m.Doubling),
+        "isinstance(guard_pkg.state.STEP, guard_pkg.state:Scaling) is True, compiled for False",
+    ),
     ("metaclass_getattr", _setitem(lambda m: m.META_TABLE, "K", 4.0), "META_TABLE['K'] is float 4.0"),
     (
         "metaclass_getattr",

@@ -1,6 +1,7 @@
 """One function per kind of state a library author's code reads; tests/test_guards.py changes
 each after "import" and checks that the guard tree notices."""
 
+import abc
 import collections
 import enum
 import functools
@@ -446,3 +447,23 @@ class TableConsts(metaclass=TableMeta):
 
 def metaclass_getattr(x: torch.Tensor) -> torch.Tensor:
     return x * TableConsts.K
+
+
+# -- an isinstance test against an abstract base class: answered by its registry
+class Scaling(abc.ABC):
+    @abc.abstractmethod
+    def scale(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+class Doubling:
+    factor = 2.0
+
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor
+
+
+STEP = Doubling()
+
+
+def abc_instance(x: torch.Tensor) -> torch.Tensor:
+    return x * STEP.factor if isinstance(STEP, Scaling) else x

@@ -1,3 +1,4 @@
+import abc
 import collections
 import functools
 import os
@@ -62,6 +63,19 @@ GATE = Gate().eval().requires_grad_(False)  # inference weights: calls with grad
 CACHE_K = 4.0
 
 
+class Scaling(abc.ABC):
+    @abc.abstractmethod
+    def scale(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+class Doubling:
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+STEP = Doubling()
+
+
 @functools.lru_cache
 def cached(n: int) -> float:
     return n * CACHE_K
@@ -83,6 +97,8 @@ def reads_state(x: torch.Tensor) -> torch.Tensor:
         y = y * 0.5
     if torch.cuda.is_available():  # the machine's state, answered while tracing
         y = y + 2
+    if isinstance(STEP, Scaling):  # answered by the ABC's registry
+        y = y * 1.5
     return y * cached(2)
 
 
