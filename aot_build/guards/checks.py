@@ -159,7 +159,10 @@ def _explain_id(label: str, obj: Any, expect: Any) -> str:
 
 
 def _explain_eq(label: str, obj: Any, expect: Any) -> str:
-    return f"{label} is {_describe(obj)}, compiled for {_describe(values.decode(expect))}"
+    # the build traces under no_grad: a function reading grad mode is compiled for it off
+    grad = label.endswith("is_grad_enabled()")
+    fix = " (call under torch.no_grad() or torch.inference_mode())" if grad else ""
+    return f"{label} is {_describe(obj)}, compiled for {_describe(values.decode(expect))}{fix}"
 
 
 def _explain_len(label: str, obj: Any, expect: Any) -> str:
