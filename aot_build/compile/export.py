@@ -145,6 +145,13 @@ class Exporter:
                 "flow, no unsupported calls), or fix example_inputs / dynamic_shapes as the "
                 "message above suggests",
             ) from exc
+        if entry.backward and torch.is_grad_enabled in traced.captured.answered:
+            raise CompileError(
+                f"{where}: backward=True, and the function reads torch.is_grad_enabled(), which the "
+                "build answers False (it traces under torch.no_grad()): every training call (grad "
+                "mode on) would run as Python.\n  decide by an argument instead of by grad mode, or "
+                "drop backward=True"
+            )
         traced.mutated, other = mutated_inputs(traced)
         if other:
             raise CompileError(

@@ -92,11 +92,14 @@ class Captured:
         builder: the guards, as a tree under construction (weights get their specs later).
         weights: per tensor read from outside the arguments: its paths and the tensor.
         traced_code: every code object the trace ran (the entry and what it called).
+        answered: the functions of torch's state whose calls the trace answered (and the
+            tree checks): ``torch.is_grad_enabled``, ``torch.cuda.is_available``, ...
     """
 
     builder: TreeBuilder
     weights: list[tuple[list[ObjPath], torch.Tensor]] = field(default_factory=list)
     traced_code: list[types.CodeType] = field(default_factory=list)
+    answered: tuple[Any, ...] = ()
 
 
 class CaptureError(CompileError):
@@ -692,7 +695,7 @@ class _Translator:
                     "  hold the tensor in a module attribute, a global or a closure variable"
                 )
             weights.append((paths, tensor))
-        return Captured(self.builder, weights, traced_code)
+        return Captured(self.builder, weights, traced_code, tuple(r.fn for r in recorded.state_reads))
 
     def _guard(self, kind: str, path: ObjPath, keywords: dict[str, Any], guard: Any) -> None:
         add = self.builder.add

@@ -148,7 +148,15 @@ E = "aot-build: error: bad_compiles_pkg.ops:"
             id="example-input-of-unsupported-type",
         ),
         pytest.param(
-            ["6 of 6 entries failed to compile (each error is above)", "no wheel was written"],
+            [
+                f"{E}grad_mode_branch (bad_compiles_pkg/ops.py:49): backward=True, and the function "
+                "reads torch.is_grad_enabled(), which the build answers False",
+                "decide by an argument instead of by grad mode, or drop backward=True",
+            ],
+            id="training-entry-reads-grad-mode",
+        ),
+        pytest.param(
+            ["7 of 7 entries failed to compile (each error is above)", "no wheel was written"],
             id="every-broken-entry-in-one-build",
         ),
     ],

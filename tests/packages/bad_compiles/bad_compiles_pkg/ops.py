@@ -44,3 +44,8 @@ def odd_output(x: torch.Tensor) -> Box:
 @aot_entry(example_inputs=(torch.randn(4), {1, 2}))  # a set: not a tensor or plain value
 def bad_example_leaf(x: torch.Tensor, mode: object) -> torch.Tensor:
     return x * 2
+
+
+@aot_entry(example_inputs=(torch.randn(4),), backward=True)
+def grad_mode_branch(x: torch.Tensor) -> torch.Tensor:
+    return x * 3 if torch.is_grad_enabled() else x * 2  # training calls run with grad mode on
