@@ -51,6 +51,7 @@ enum {
 enum {
     CK_TYPE = 1, CK_ID = 2, CK_EQ = 3, CK_LEN = 4, CK_KEYS = 5, CK_HAS = 6, CK_LACKS = 7,
     CK_HASATTR = 8, CK_SAME = 9, CK_NOTNONE = 10, CK_WEIGHT = 11, CK_ISINSTANCE = 12,
+    CK_ISSUBCLASS = 13,
 };
 #define READ_FAILED (1 << 24)
 
@@ -59,7 +60,7 @@ typedef struct {
     int op;
     PyObject *c;       /* the bound constant (owned) */
     Py_ssize_t index;  /* same: node; weight: weight index; len: n */
-    int hasattr_want; /* hasattr, isinstance: the answer compiled for */
+    int hasattr_want; /* hasattr, isinstance, issubclass: the answer compiled for */
 } Check;
 
 typedef struct {
@@ -339,8 +340,9 @@ static int run_check(Check *c, PyObject *obj, PyObject **objs, PyObject *weights
         if (!has) PyErr_Clear();
         return has == c->hasattr_want;
     }
-    case CK_ISINSTANCE: {
-        int r = PyObject_IsInstance(obj, c->c);
+    case CK_ISINSTANCE:
+    case CK_ISSUBCLASS: {
+        int r = c->op == CK_ISINSTANCE ? PyObject_IsInstance(obj, c->c) : PyObject_IsSubclass(obj, c->c);
         if (r < 0) {
             PyErr_Clear();
             return 0;
@@ -660,6 +662,7 @@ static int stamp_check(Evaluator *ev, Check *c, PyObject *obj) {
     case CK_HASATTR:
         return stamp_attribute(ev, obj, c->c);
     case CK_ISINSTANCE:
+    case CK_ISSUBCLASS:
         return 0; /* the class's __instancecheck__ may read anything (an ABC's registry): re-run */
     }
     return 0;
@@ -1065,13 +1068,13 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
                     PyErr_Format(PyExc_ValueError, "node %zd: same as a missing node", i);
                     return -1;
                 }
-            } else if (c->op == CK_HASATTR || c->op == CK_ISINSTANCE) {
+            } else if (c->op == CK_HASATTR || c->op == CK_ISINSTANCE || c->op == CK_ISSUBCLASS) {
                 PyObject *name, *want;
                 if (!PyArg_ParseTuple(const_, c->op == CK_HASATTR ? "UO" : "OO", &name, &want)) return -1;
                 c->hasattr_want = PyObject_IsTrue(want);
                 Py_INCREF(name);
                 Py_SETREF(c->c, name);
-            } else if (c->op < CK_TYPE || c->op > CK_ISINSTANCE) {
+            } else if (c->op < CK_TYPE || c->op > CK_ISSUBCLASS) {
                 PyErr_Format(PyExc_ValueError, "node %zd: bad check opcode", i);
                 return -1;
             }
@@ -1210,13 +1213,14 @@ static PyObject *bind_const(int op, PyObject *expect, Py_ssize_t i, PyObject *no
         PyObject *name = PyObject_Str(f[0]);
         return name == NULL ? NULL : Py_BuildValue("(NO)", name, want ? Py_True : Py_False);
     }
-    case CK_ISINSTANCE: {
+    case CK_ISINSTANCE:
+    case CK_ISSUBCLASS: {
         /* ["module:qualname", bool]: the class as a type check binds it, and the answer */
         PyObject *const *f = PyList_Check(expect) && PyList_GET_SIZE(expect) == 2 ? ((PyListObject *)expect)->ob_item
                              : PyTuple_Check(expect) && PyTuple_GET_SIZE(expect) == 2 ? ((PyTupleObject *)expect)->ob_item
                                                                                        : NULL;
         if (f == NULL || !PyUnicode_CheckExact(f[0])) {
-            PyErr_Format(PyExc_ValueError, "bad isinstance expectation %R", expect);
+            PyErr_Format(PyExc_ValueError, "bad isinstance/issubclass expectation %R", expect);
             return NULL;
         }
         int want = PyObject_IsTrue(f[1]);
@@ -1504,11 +1508,11 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
     static const int step_codes[] = {OP_GETATTR, OP_DICT, OP_ITEM, OP_INDEX, OP_KEY, OP_TYPE, OP_MRO, OP_CLOSURE,
                                      OP_CODE, OP_DEFAULTS, OP_KWDEFAULTS, OP_CALL};
     static const char *const kinds[] = {"type", "id", "eq", "len", "keys", "has", "lacks", "hasattr", "same",
-                                        "notnone", "weight", "isinstance"};
+                                        "notnone", "weight", "isinstance", "issubclass"};
     static const int kind_codes[] = {CK_TYPE, CK_ID, CK_EQ, CK_LEN, CK_KEYS, CK_HAS, CK_LACKS, CK_HASATTR, CK_SAME,
-                                     CK_NOTNONE, CK_WEIGHT, CK_ISINSTANCE};
+                                     CK_NOTNONE, CK_WEIGHT, CK_ISINSTANCE, CK_ISSUBCLASS};
     step_ops = opcode_table(steps, step_codes, 12);
-    check_ops = opcode_table(kinds, kind_codes, 12);
+    check_ops = opcode_table(kinds, kind_codes, 13);
     if (step_ops == NULL || check_ops == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

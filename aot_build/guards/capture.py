@@ -29,9 +29,9 @@ with a test (tests/unit/test_guards.py):
 * how modules are called: Dynamo calls ``forward`` directly when a module's ``__call__`` and
   ``_call_impl`` are torch's own, without guarding that they still are (``nn.Module.__call__``
   replaced by a profiler after import);
-* an ``isinstance`` test that the class answers itself (an abstract base class's registry,
-  ``Base.register(Impl)`` after import): Dynamo guards the object's type and the class, not
-  the answer; it is asked again on each call;
+* an ``isinstance`` or ``issubclass`` test that the class answers itself (an abstract base
+  class's registry, ``Base.register(Impl)`` after import): Dynamo guards the types and the
+  class, not the answer; it is asked again on each call;
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
@@ -229,40 +229,50 @@ def _module_calls_recorded(found: dict[type, Any]) -> Iterator[None]:
         yield
 
 
-def _answers_itself(cls: Any) -> bool:
-    """Whether ``isinstance(obj, cls)`` runs a ``__instancecheck__`` of ``cls``'s metaclass
-    that may read more than ``type(obj)`` (an abstract base class's registry, a runtime
-    protocol's attributes); torch's own (``nn.Parameter``'s) are answered by the type."""
-    for k in type(cls).__mro__:
-        if "__instancecheck__" in vars(k):
+def _answers_itself(cls: Any, hook: str = "__instancecheck__") -> bool:
+    """Whether ``isinstance(obj, cls)`` (``issubclass``: hook ``__subclasscheck__``) runs a
+    hook of ``cls``'s metaclass that may read more than ``type(obj)`` (an abstract base
+    class's registry, a runtime protocol's attributes); torch's own (``nn.Parameter``'s) are
+    answered by the type."""
+    if not isinstance(cls, type):
+        return False
+    meta: type = type(cls)
+    for k in meta.__mro__:
+        if hook in vars(k):
             return k is not type and not str(k.__module__).startswith("torch")
     return False
 
 
 @contextlib.contextmanager
-def _instance_checks_recorded(found: dict[tuple[Any, type], None]) -> Iterator[None]:
-    """Dynamo (2.13) answers ``isinstance(obj, cls)`` while tracing and guards ``obj``'s type
-    and ``cls``, not the answer: against an abstract base class a class registered after
-    import (``Base.register(Impl)``) changes eager's answer. Record each such test of an
-    object read from package state (by its source, and the class), for the translator to
-    check that the class still answers the same."""
+def _class_tests_recorded(found: dict[tuple[str, Any, type], None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``isinstance(obj, cls)`` and ``issubclass(c, cls)`` while
+    tracing and guards the types and ``cls``, not the answer: against an abstract base class a
+    class registered after import (``Base.register(Impl)``) changes eager's answer. Record
+    each such test of an object read from package state (the test, the object's source, the
+    class), for the translator to check that the class still answers the same."""
     from torch._dynamo.variables.builtin import BuiltinVariable
 
-    original = BuiltinVariable.call_isinstance
+    def recorder(test: str, hook: str) -> Callable[..., Any]:
+        original = getattr(BuiltinVariable, f"call_{test}")
 
-    def recorded(self: Any, tx: Any, arg: Any, isinstance_type_var: Any) -> Any:
-        result = original(self, tx, arg, isinstance_type_var)
-        if getattr(arg, "source", None) is not None:
-            try:
-                spec = isinstance_type_var.as_python_constant()
-            except Exception:  # not a constant: Dynamo answered from the types it knows
-                return result
-            for cls in spec if isinstance(spec, tuple) else (spec,):
-                if isinstance(cls, type) and _answers_itself(cls):
-                    found[(arg.source, cls)] = None
-        return result
+        def recorded(self: Any, tx: Any, arg: Any, spec_var: Any) -> Any:
+            result = original(self, tx, arg, spec_var)
+            if getattr(arg, "source", None) is not None:
+                try:
+                    spec = spec_var.as_python_constant()
+                except Exception:  # not a constant: Dynamo answered from the types it knows
+                    return result
+                for cls in spec if isinstance(spec, tuple) else (spec,):
+                    if _answers_itself(cls, hook):
+                        found[(test, arg.source, cls)] = None
+            return result
 
-    with mock.patch.object(BuiltinVariable, "call_isinstance", recorded):
+        return recorded
+
+    with (
+        mock.patch.object(BuiltinVariable, "call_isinstance", recorder("isinstance", "__instancecheck__")),
+        mock.patch.object(BuiltinVariable, "call_issubclass", recorder("issubclass", "__subclasscheck__")),
+    ):
         yield
 
 
@@ -392,8 +402,8 @@ class _Recorded:
     state_reads: list[_StateRead] = field(default_factory=list)
     #: each module class called, with the source of one instance.
     module_classes: dict[type, Any] = field(default_factory=dict)
-    #: (object's source, class) of each isinstance test the class answers itself.
-    instance_checks: dict[tuple[Any, type], None] = field(default_factory=dict)
+    #: ("isinstance" or "issubclass", object's source, class) of each test the class answers.
+    class_tests: dict[tuple[str, Any, type], None] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -401,7 +411,7 @@ class _Recorded:
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
             _module_calls_recorded(self.module_classes),
-            _instance_checks_recorded(self.instance_checks),
+            _class_tests_recorded(self.class_tests),
         ):
             yield
 
@@ -677,11 +687,12 @@ class _Translator:
             self._state_read(read)
         for cls, source in recorded.module_classes.items():
             self._module_call(cls, source)
-        for source, cls in recorded.instance_checks:
+        for test, source, cls in recorded.class_tests:
             path = self.path(source)
             if path is not None:
-                answer = isinstance(self.value(path), cls)
-                self.builder.add(path, Check("isinstance", [self._class_ref(cls, path), answer]))
+                obj = self.value(path)
+                answer = isinstance(obj, cls) if test == "isinstance" else issubclass(obj, cls)
+                self.builder.add(path, Check(test, [self._class_ref(cls, path), answer]))
         weights = []
         for paths, tensor in self._weights.values():
             # the first path is the one the export lifts the weight at and the shim reads it by

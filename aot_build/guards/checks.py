@@ -22,6 +22,7 @@ notnone     null                              is not None
 weight      a weight index                    is the tensor the entry was bound to (weights)
 isinstance  ``["module:qualname", bool]``     is (or is not) an instance of that class, as its
                                               ``__instancecheck__`` answers now (an ABC's registry)
+issubclass  ``["module:qualname", bool]``     is (or is not) a subclass of that class, likewise
 ==========  ================================  ===============================================
 """
 
@@ -138,12 +139,22 @@ def _isinstance(obj: Any, const: Any) -> bool:
         return False
 
 
-def _explain_isinstance(label: str, obj: Any, expect: Any) -> str:
-    cls, want = expect
-    return (
-        f"isinstance({label}, {cls}) is {not want}, compiled for {want} (a class registered with "
-        "an abstract base class after import?)"
-    )
+def _issubclass(obj: Any, const: Any) -> bool:
+    try:
+        return issubclass(obj, const[0]) is const[1]
+    except TypeError:  # the class is missing here, or obj is no class
+        return False
+
+
+def _explainer(test: str) -> Callable[[str, Any, Any], str]:
+    def explain(label: str, obj: Any, expect: Any) -> str:
+        cls, want = expect
+        return (
+            f"{test}({label}, {cls}) is {not want}, compiled for {want} (a class registered with an "
+            "abstract base class after import?)"
+        )
+
+    return explain
 
 
 def _explain_type(label: str, obj: Any, expect: Any) -> str:
@@ -249,9 +260,17 @@ KINDS: dict[str, Kind] = {
             "isinstance",
             12,
             _isinstance,
-            _explain_isinstance,
+            _explainer("isinstance"),
             _bind_isinstance,
             "is (or is not) an instance of the class, as the class answers now",
+        ),
+        Kind(
+            "issubclass",
+            13,
+            _issubclass,
+            _explainer("issubclass"),
+            _bind_isinstance,
+            "is (or is not) a subclass of the class, as the class answers now",
         ),
     )
 }

@@ -294,6 +294,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: m.Scaling.register(m.Doubling),
         "isinstance(guard_pkg.state.STEP, guard_pkg.state:Scaling) is True, compiled for False",
     ),
+    (
+        "abc_subclass",
+        lambda m: m.Scaling.register(m.Doubling),
+        "issubclass(type(guard_pkg.state.STEP), guard_pkg.state:Scaling) is True, compiled for False",
+    ),
     ("metaclass_getattr", _setitem(lambda m: m.META_TABLE, "K", 4.0), "META_TABLE['K'] is float 4.0"),
     (
         "metaclass_getattr",

@@ -467,3 +467,7 @@ STEP = Doubling()
 
 def abc_instance(x: torch.Tensor) -> torch.Tensor:
     return x * STEP.factor if isinstance(STEP, Scaling) else x
+
+
+def abc_subclass(x: torch.Tensor) -> torch.Tensor:
+    return x * STEP.factor if issubclass(type(STEP), Scaling) else x
