@@ -1200,34 +1200,25 @@ static PyObject *bind_const(int op, PyObject *expect, Py_ssize_t i, PyObject *no
     case CK_LEN:
         if (PyLong_CheckExact(expect)) return Py_NewRef(expect);
         return PyNumber_Long(expect);
-    case CK_HASATTR: {
-        PyObject *const *f = PyList_Check(expect) && PyList_GET_SIZE(expect) == 2 ? ((PyListObject *)expect)->ob_item
-                             : PyTuple_Check(expect) && PyTuple_GET_SIZE(expect) == 2 ? ((PyTupleObject *)expect)->ob_item
-                                                                                       : NULL;
-        if (f == NULL) {
-            PyErr_Format(PyExc_ValueError, "bad attribute expectation %R", expect);
-            return NULL;
-        }
-        int want = PyObject_IsTrue(f[1]);
-        if (want < 0) return NULL;
-        PyObject *name = PyObject_Str(f[0]);
-        return name == NULL ? NULL : Py_BuildValue("(NO)", name, want ? Py_True : Py_False);
-    }
+    case CK_HASATTR:
     case CK_ISINSTANCE:
     case CK_ISSUBCLASS: {
-        /* ["module:qualname", bool]: the class as a type check binds it, and the answer */
+        /* [name, bool] / ["module:qualname", bool]: the attribute's name or the class (bound as a
+           type check binds it), and the answer compiled for */
         PyObject *const *f = PyList_Check(expect) && PyList_GET_SIZE(expect) == 2 ? ((PyListObject *)expect)->ob_item
                              : PyTuple_Check(expect) && PyTuple_GET_SIZE(expect) == 2 ? ((PyTupleObject *)expect)->ob_item
                                                                                        : NULL;
-        if (f == NULL || !PyUnicode_CheckExact(f[0])) {
-            PyErr_Format(PyExc_ValueError, "bad isinstance/issubclass expectation %R", expect);
+        if (f == NULL || (op != CK_HASATTR && !PyUnicode_CheckExact(f[0]))) {
+            PyErr_Format(PyExc_ValueError, op == CK_HASATTR ? "bad attribute expectation %R"
+                                                            : "bad isinstance/issubclass expectation %R",
+                         expect);
             return NULL;
         }
         int want = PyObject_IsTrue(f[1]);
         if (want < 0) return NULL;
         PyObject *ref = f[0];
-        PyObject *cls = memo_call(classes, ref, binder_cls, &ref, 1);
-        return cls == NULL ? NULL : Py_BuildValue("(NO)", cls, want ? Py_True : Py_False);
+        PyObject *first = op == CK_HASATTR ? PyObject_Str(ref) : memo_call(classes, ref, binder_cls, &ref, 1);
+        return first == NULL ? NULL : Py_BuildValue("(NO)", first, want ? Py_True : Py_False);
     }
     case CK_NOTNONE:
         return Py_NewRef(Py_None);

@@ -651,7 +651,7 @@ class _Translator:
         self,
         guards: list[Any],
         traced_code: list[types.CodeType],
-        recorded: _Recorded | None = None,
+        recorded: _Recorded,
     ) -> Captured:
         from torch._dynamo.source import is_from_skip_guard_source
         from torch._guards import Guard
@@ -678,7 +678,6 @@ class _Translator:
             self._attribute_functions(path, kind == "HASATTR")
         if hooks_read:
             self._global_hooks()
-        recorded = recorded or _Recorded()
         for source, name in recorded.fallbacks:
             path = self.path(source)
             if path is not None:
