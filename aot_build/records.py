@@ -67,43 +67,87 @@ def _dataclass_field(name: str, annotation: Any, default: Any) -> dataclasses.Fi
     return f
 
 
-def _fields(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    annotations = inspect.get_annotations(cls)
-    fields = {}
-    for name, annotation in annotations.items():
-        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-        if text.startswith(("ClassVar", "typing.ClassVar")):
-            continue
-        default = cls.__dict__.get(name, _MISSING)
-        if isinstance(default, dataclasses.Field):
-            if not default.init or default.kw_only is True:
-                raise TypeError(
-                    f"@record {cls.__qualname__}: field {name!r}: init=False and kw_only need @dataclass"
-                )
-            # as @dataclass: the class attribute is the plain default, or absent
-            if default.default is _MISSING:
-                delattr(cls, name)
-            else:
-                setattr(cls, name, default.default)
-        elif type(default).__hash__ is None:
-            # as @dataclass: every instance would share (and change) one list or dict
-            raise ValueError(
-                f"@record {cls.__qualname__}: mutable default {type(default).__name__} for field "
-                f"{name!r}; use field(default_factory={type(default).__name__})"
-            )
-        fields[name] = _dataclass_field(name, annotation, default)
-    for base in cls.__mro__[1:-1]:
-        if "__dataclass_fields__" in base.__dict__:
-            raise TypeError(f"@record {cls.__qualname__}: fields inherited from {base.__qualname__}")
-    return fields
+class _Spec:
+    """What :func:`record` reads from a class's annotations once: each field's default (or
+    factory) and whether it is compared and shown. The :class:`dataclasses.Field` objects are
+    made only when asked for (see :class:`_LazyFields`): the run path never asks."""
+
+    __slots__ = ("annotations", "compared", "defaults", "explicit", "factories", "names", "shown")
+
+    def __init__(self, cls: type) -> None:
+        self.names: list[str] = []
+        self.annotations: dict[str, Any] = {}
+        self.defaults: dict[str, Any] = {}
+        self.factories: dict[str, Any] = {}
+        self.explicit: dict[str, dataclasses.Field[Any]] = {}  # field(...) given in the class
+        self.compared: list[str] = []
+        self.shown: list[str] = []
+        for name, annotation in inspect.get_annotations(cls).items():
+            text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+            if text.startswith(("ClassVar", "typing.ClassVar")):
+                continue
+            self.names.append(name)
+            self.annotations[name] = annotation
+            default = cls.__dict__.get(name, _MISSING)
+            compare = shown = True
+            if isinstance(default, dataclasses.Field):
+                if not default.init or default.kw_only is True:
+                    raise TypeError(
+                        f"@record {cls.__qualname__}: field {name!r}: init=False and kw_only need @dataclass"
+                    )
+                self.explicit[name] = default
+                compare, shown = default.compare, default.repr
+                if default.default_factory is not _MISSING:
+                    self.factories[name] = default.default_factory
+                # as @dataclass: the class attribute is the plain default, or absent
+                if default.default is _MISSING:
+                    delattr(cls, name)
+                else:
+                    self.defaults[name] = default.default
+                    setattr(cls, name, default.default)
+            elif default is not _MISSING:
+                if type(default).__hash__ is None:
+                    # as @dataclass: every instance would share (and change) one list or dict
+                    raise ValueError(
+                        f"@record {cls.__qualname__}: mutable default {type(default).__name__} for "
+                        f"field {name!r}; use field(default_factory={type(default).__name__})"
+                    )
+                self.defaults[name] = default
+            if compare:
+                self.compared.append(name)
+            if shown:
+                self.shown.append(name)
+        for base in cls.__mro__[1:-1]:
+            if "__dataclass_fields__" in base.__dict__:
+                raise TypeError(f"@record {cls.__qualname__}: fields inherited from {base.__qualname__}")
+
+    def fields(self) -> dict[str, dataclasses.Field[Any]]:
+        """The fields as ``@dataclass`` makes them."""
+        out = {}
+        for name in self.names:
+            given = self.explicit.get(name)
+            default = given if given is not None else self.defaults.get(name, _MISSING)
+            out[name] = _dataclass_field(name, self.annotations[name], default)
+        return out
 
 
-def _make_init(cls: type, fields: dict[str, dataclasses.Field[Any]]) -> Callable[..., None]:
-    names = tuple(fields)
-    defaults = {n: f.default for n, f in fields.items() if f.default is not _MISSING}
-    factories: dict[str, Any] = {
-        n: f.default_factory for n, f in fields.items() if f.default_factory is not _MISSING
-    }
+class _LazyFields:
+    """``cls.__dataclass_fields__`` made on first read (``dataclasses.fields``, ``replace``,
+    ``asdict``, ``is_dataclass``), then stored on the class in its place."""
+
+    def __init__(self, cls: type, spec: _Spec) -> None:
+        self.cls = cls
+        self.spec = spec
+
+    def __get__(self, obj: Any, owner: Any = None) -> dict[str, dataclasses.Field[Any]]:
+        fields = self.spec.fields()
+        type.__setattr__(self.cls, "__dataclass_fields__", fields)
+        return fields
+
+
+def _make_init(cls: type, spec: _Spec) -> Callable[..., None]:
+    names = tuple(spec.names)
+    defaults, factories = spec.defaults, spec.factories
     required = [n for n in names if n not in defaults and n not in factories]
     for n in names[len(required) :]:
         if n in required:
@@ -179,12 +223,12 @@ def _repr(self: Any) -> str:  # a record holding itself shows "...", as a datacl
 
 
 def _process(cls: T, frozen: bool, eq: bool, repr: bool) -> T:
-    fields = _fields(cls)
-    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
-    cls.__match_args__ = tuple(fields)  # type: ignore[attr-defined,misc]
-    cls.__record_compared__ = tuple(n for n, f in fields.items() if f.compare)  # type: ignore[attr-defined]
-    cls.__record_shown__ = tuple(n for n, f in fields.items() if f.repr)  # type: ignore[attr-defined]
-    cls.__init__ = _make_init(cls, fields)  # type: ignore[misc]
+    spec = _Spec(cls)
+    cls.__dataclass_fields__ = _LazyFields(cls, spec)  # type: ignore[attr-defined]
+    cls.__match_args__ = tuple(spec.names)  # type: ignore[attr-defined,misc]
+    cls.__record_compared__ = tuple(spec.compared)  # type: ignore[attr-defined]
+    cls.__record_shown__ = tuple(spec.shown)  # type: ignore[attr-defined]
+    cls.__init__ = _make_init(cls, spec)  # type: ignore[misc]
     if repr:
         cls.__repr__ = _repr  # type: ignore[assignment]
     if eq:

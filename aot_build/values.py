@@ -6,6 +6,7 @@ one-key object naming its kind, so a tuple never comes back as a list, nor 1.0 a
 
     {"tuple": [...]}  {"list": [...]}  {"dict": [[key, value], ...]}  {"float": "nan"}
     {"dtype": "float32"}  {"device": "cuda:0"}  {"enum": "pkg.mod:Color", "name": "RED"}
+    {"enum": "pkg.mod:Perm", "value": 3}  (a combination of flags)
     {"bytes": "<hex>"}  {"complex": [re, im]}  {"frozenset": [...]}  {"slice": [a, b, c]}
     {"ellipsis": null}  {"numpy": "float32", "value": 2.0}
 
@@ -79,7 +80,10 @@ def encode(value: Any, sets: bool = False) -> Any:
         ref = qualified_name(kind)
         if ref is None:
             raise Unencodable(f"enum member {value!r} of a local class")
-        return {"enum": ref, "name": value.name}
+        if value.name is not None and kind.__members__.get(value.name) is value:
+            return {"enum": ref, "name": value.name}
+        # a combination of flags (Flag.A | Flag.B): no member of its own, found by its value
+        return {"enum": ref, "value": encode(value.value)}
     torch = sys.modules.get("torch")
     if torch is not None:
         if kind is torch.Size:
@@ -134,21 +138,33 @@ def decode(raw: Any) -> Any:
         return dtype(decode(raw["value"]))
     if "enum" in raw:
         try:
-            return import_ref(str(raw["enum"]))[str(raw["name"])]
-        except (LookupError, TypeError) as exc:
+            cls = import_ref(str(raw["enum"]))
+            return cls(decode(raw["value"])) if "value" in raw else cls[str(raw["name"])]
+        except (LookupError, TypeError, ValueError) as exc:
             raise ValueError(f"enum {raw['enum']}.{raw.get('name')}: {exc}") from exc
     raise ValueError(f"not an encoded value: {_short(raw)}")
 
 
 def same(value: Any, expected: Any) -> bool:
     """Equal, and of the same type at every level of tuples, lists, dicts and sets (``1`` is
-    not ``1.0`` nor ``True``, ``(1, 2)`` not ``(1, 2.0)``); NaN equals NaN. Never raises: an
-    object whose ``==`` fails is not the same."""
+    not ``1.0`` nor ``True``, ``(1, 2)`` not ``(1, 2.0)``, ``{1}`` not ``{1.0}``); floats of
+    the same sign too (``-0.0`` is not ``0.0``: ``x / K`` differs); NaN equals NaN. Never
+    raises: an object whose ``==`` fails is not the same."""
     kind = type(expected)
     if type(value) is not kind:
         return False
-    if kind is float and math.isnan(expected):
-        return math.isnan(value)
+    if kind is float:
+        return _same_float(value, expected)
+    if kind is complex:
+        return _same_float(value.real, expected.real) and _same_float(value.imag, expected.imag)
+    if kind in (set, frozenset):
+        try:
+            if len(value) != len(expected) or value != expected:
+                return False
+            stored = {x: x for x in value}  # the element equal to each expected one
+            return all(same(stored[x], x) for x in expected)
+        except Exception:
+            return False
     if kind in (tuple, list):
         return len(value) == len(expected) and all(map(same, value, expected))
     if kind is dict:
@@ -160,6 +176,12 @@ def same(value: Any, expected: Any) -> bool:
         return bool(value == expected)
     except Exception:
         return False
+
+
+def _same_float(x: float, y: float) -> bool:
+    if x == y:
+        return math.copysign(1.0, x) == math.copysign(1.0, y)
+    return math.isnan(x) and math.isnan(y)
 
 
 def describe(value: Any) -> str:

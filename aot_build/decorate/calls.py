@@ -25,6 +25,12 @@ class CallSignature:
     """
 
     def __init__(self, fn: Callable[..., Any], where: str) -> None:
+        self.fn = fn
+        self._read(where)
+
+    def _read(self, where: str = "") -> None:
+        """Read the signature now, with the defaults the function has now."""
+        fn = self.fn
         self.signature = inspect.signature(fn)
         params = list(self.signature.parameters.values())
         variadic = [p for p in params if p.kind in _VARIADIC]
@@ -42,10 +48,29 @@ class CallSignature:
         while first > 0 and self.defaults[first - 1] is not _REQUIRED:
             first -= 1
         self._first_default = first
+        # what the defaults were read from: a call checks they are still the function's
+        self._pos_defaults = getattr(fn, "__defaults__", None)
+        kw = getattr(fn, "__kwdefaults__", None)
+        self._kw_defaults = kw
+        self._kw_values = tuple(kw.items()) if kw else ()
+
+    def _defaults_changed(self) -> bool:
+        """``fn.__defaults__`` or ``__kwdefaults__`` set (or changed in place) since read."""
+        fn = self.fn
+        kw = getattr(fn, "__kwdefaults__", None)
+        if getattr(fn, "__defaults__", None) is not self._pos_defaults or kw is not self._kw_defaults:
+            return True
+        return kw is not None and (
+            len(kw) != len(self._kw_values) or any(kw.get(k, _REQUIRED) is not v for k, v in self._kw_values)
+        )
 
     def canonical(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
         """The canonical tuple of a call, or None when the call does not fit the signature
-        (the Python function then runs and raises its own TypeError)."""
+        (the Python function then runs and raises its own TypeError). Defaults are the ones the
+        function has now: a default set after import is the call's value (and a compiled
+        variant for another value does not fit it)."""
+        if self._defaults_changed():
+            self._read()
         n = len(args)
         if not kwargs and n <= self._n_positional:
             if n == len(self.names):

@@ -29,6 +29,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 /* The snapshot relies on dict version tags and on attribute writes always going through an
@@ -61,6 +62,7 @@ typedef struct {
     PyObject *c;       /* the bound constant (owned) */
     Py_ssize_t index;  /* same: node; weight: weight index; len: n */
     int hasattr_want; /* hasattr, isinstance, issubclass: the answer compiled for */
+    PyObject *fcode;   /* id of a Python function: its code when bound (owned; f.__code__ = ... fails it) */
 } Check;
 
 typedef struct {
@@ -250,13 +252,55 @@ static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *
 /* ------------------------------------------------------------------ checks */
 
 /* values.same: equal, same types at every level of tuples, lists and dicts; NaN == NaN. */
+/* -0.0 is not 0.0 (x / K differs); NaN is NaN */
+static int same_double(double x, double y) {
+    if (x == y) return signbit(x) == signbit(y);
+    return x != x && y != y;
+}
+
+static int same(PyObject *a, PyObject *b);
+
+/* Equal sets whose equal elements are the same too ({1} is not {1.0}): each expected element
+   is compared with the element of a equal to it, found through a dict of a's elements. */
+static int same_set(PyObject *a, PyObject *b) {
+    if (PySet_GET_SIZE(a) != PySet_GET_SIZE(b)) return 0;
+    int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *stored = PyDict_New();
+    PyObject *it = stored == NULL ? NULL : PyObject_GetIter(a);
+    PyObject *x;
+    r = it != NULL;
+    while (r && (x = PyIter_Next(it)) != NULL) {
+        r = PyDict_SetItem(stored, x, x) == 0;
+        Py_DECREF(x);
+    }
+    Py_XDECREF(it);
+    it = r ? PyObject_GetIter(b) : NULL;
+    r = r && it != NULL && !PyErr_Occurred();
+    while (r && (x = PyIter_Next(it)) != NULL) {
+        PyObject *mine = PyDict_GetItemWithError(stored, x);
+        r = mine != NULL && same(mine, x);
+        Py_DECREF(x);
+    }
+    if (PyErr_Occurred()) r = 0;
+    PyErr_Clear();
+    Py_XDECREF(it);
+    Py_XDECREF(stored);
+    return r;
+}
+
 static int same(PyObject *a, PyObject *b) {
     if (Py_TYPE(a) != Py_TYPE(b)) return 0;
     if (a == b) return 1;
-    if (PyFloat_CheckExact(b)) {
-        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
-        return x == y || (x != x && y != y);
+    if (PyFloat_CheckExact(b)) return same_double(PyFloat_AS_DOUBLE(a), PyFloat_AS_DOUBLE(b));
+    if (PyComplex_CheckExact(b)) {
+        Py_complex x = ((PyComplexObject *)a)->cval, y = ((PyComplexObject *)b)->cval;
+        return same_double(x.real, y.real) && same_double(x.imag, y.imag);
     }
+    if (PyAnySet_CheckExact(b)) return same_set(a, b);
     if (PyTuple_CheckExact(b) || PyList_CheckExact(b)) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(b);
         if (PySequence_Fast_GET_SIZE(a) != n) return 0;
@@ -311,7 +355,7 @@ static int run_check(Check *c, PyObject *obj, PyObject **objs, PyObject *weights
     case CK_TYPE:
         return (PyObject *)Py_TYPE(obj) == c->c;
     case CK_ID:
-        return obj == c->c;
+        return obj == c->c && (c->fcode == NULL || PyFunction_GET_CODE(obj) == c->fcode);
     case CK_EQ:
         return same(obj, c->c);
     case CK_LEN: {
@@ -639,6 +683,9 @@ static int stamp_read(Evaluator *ev, Node *nd, PyObject *parent, PyObject *obj) 
 static int stamp_check(Evaluator *ev, Check *c, PyObject *obj) {
     switch (c->op) {
     case CK_ID:
+        /* a function's code can be replaced in place (a reload): stamped by it */
+        if (c->fcode != NULL) return add_stamp(ev, ST_CODE, obj, 0, c->fcode) < 0 ? -1 : 1;
+        return 1;
     case CK_SAME:
     case CK_NOTNONE:
     case CK_WEIGHT:
@@ -976,7 +1023,10 @@ static void free_nodes(Evaluator *ev) {
         Node *nd = &ev->nodes[i];
         Py_XDECREF(nd->key);
         Py_XDECREF(nd->aux);
-        for (Py_ssize_t j = 0; j < nd->ncheck; j++) Py_XDECREF(nd->checks[j].c);
+        for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
+            Py_XDECREF(nd->checks[j].c);
+            Py_XDECREF(nd->checks[j].fcode);
+        }
         PyMem_Free(nd->checks);
     }
     PyMem_Free(ev->nodes);
@@ -1074,6 +1124,8 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
                 c->hasattr_want = PyObject_IsTrue(want);
                 Py_INCREF(name);
                 Py_SETREF(c->c, name);
+            } else if (c->op == CK_ID && PyFunction_Check(const_)) {
+                c->fcode = Py_NewRef(PyFunction_GET_CODE(const_));
             } else if (c->op < CK_TYPE || c->op > CK_ISSUBCLASS) {
                 PyErr_Format(PyExc_ValueError, "node %zd: bad check opcode", i);
                 return -1;

@@ -21,6 +21,7 @@ turns into a sentence naming the path and what changed.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +79,14 @@ class BoundState:
                 raise BindError(str(exc)) from exc
         else:
             self.program, self.weight_nodes = self._bind()
+        #: Per ``id`` check of a Python function (by failure code), its code when bound: the
+        #: function's code can be replaced in place (``f.__code__ = ...``, a reload).
+        self.pinned_code: dict[int, Any] = {
+            code: const.__code__
+            for *_, checks in self.program
+            for code, opcode, const in checks
+            if opcode == _ID and isinstance(const, types.FunctionType)
+        }
         self._flat: list[tuple[int, Check]] | None = None
         self._opcodes: list[int] | None = None
         self._weight_paths: list[list[ObjPath]] | None = None
@@ -200,6 +209,8 @@ class BoundState:
                     continue
                 try:
                     ok = obj is weights[const] if opcode == 11 else _HOLDS[opcode](obj, const)
+                    if ok and opcode == _ID and code in self.pinned_code:
+                        ok = obj.__code__ is self.pinned_code[code]
                 except Exception:
                     ok = False
                 if not ok:
@@ -236,6 +247,12 @@ class BoundState:
                     "(one tensor when compiled)"
                 )
             return f"weight {path.label()} was replaced"
+        pinned = self.pinned_code.get(code)
+        if pinned is not None and obj is self.consts[code] and obj.__code__ is not pinned:
+            return (
+                f"{path.label()}.__code__ was replaced (a reload?); compiled for the code it had when "
+                "the package was imported"
+            )
         return problem(check, path.label(), obj, self.consts[code]) or (
             f"{path.label()} changed while the call was being checked"
         )
@@ -351,3 +368,4 @@ def _read(op: int, key: Any, parent: Any) -> Any:
 
 _DUNDER = {16: "__mro__", 17: "__closure__", 18: "__code__", 19: "__defaults__", 20: "__kwdefaults__"}
 _HOLDS = {k.opcode: k.holds for k in KINDS.values()}
+_ID = KINDS["id"].opcode

@@ -9,9 +9,13 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: eight reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: ten reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
+* a read that an inlined function of the standard library makes through its own module's
+  globals (``os.getenv("X")`` reads ``os.environ``): Dynamo installs no guard for it;
+* ``hasattr(module, "X")`` and ``getattr(module, "X", default)`` of a name the module lacks:
+  Dynamo guards the module's identity only;
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
   unset ``X``): the key's absence is guarded;
 * a method or attribute found on an object's class (``Gate.forward = other`` after import):
@@ -136,6 +140,8 @@ def _dynamo_settings() -> Iterator[None]:
         torch_function_mode_stack_state_mgr,
         _missing_keys_guarded(),
         _restored_attributes_allowed(),
+        _stdlib_reads_guarded(),
+        _module_attributes_guarded(),
     ):
         try:
             yield
@@ -162,6 +168,54 @@ def _missing_keys_guarded() -> Iterator[None]:
         yield
     finally:
         ConstDictVariable.getitem_const_raise_exception_if_absent = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _stdlib_reads_guarded() -> Iterator[None]:
+    """Dynamo (2.13) installs no guard for a read that an inlined function of the standard
+    library makes through its own module's globals (it assumes nobody changes them), so
+    ``os.getenv("X")`` depended on ``os.environ`` unguarded: install them as any other."""
+    import torch._dynamo.guards
+
+    with mock.patch.object(torch._dynamo.guards, "is_from_skip_guard_source", lambda source: False):
+        yield
+
+
+@contextlib.contextmanager
+def _module_attributes_guarded() -> Iterator[None]:
+    """Dynamo (2.13) guards a module by identity only when the trace asks whether it has an
+    attribute (``hasattr(mod, "X")``) or reads one it lacks (``getattr(mod, "X", default)``):
+    setting ``mod.X`` after import changed eager's answer unseen. Guard the answer, as Dynamo
+    does for other objects."""
+    import functools
+
+    from torch._dynamo.exc import ObservedAttributeError
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.variables.misc import PythonModuleVariable
+
+    def guard(var: Any, name: str) -> None:
+        if var.source is not None:
+            install_guard(var.source.make_guard(functools.partial(GuardBuilder.HASATTR, attr=name)))
+
+    original_getattr = PythonModuleVariable.var_getattr
+    original_hasattr = PythonModuleVariable.call_obj_hasattr
+
+    def var_getattr(self: Any, tx: Any, name: str) -> Any:
+        try:
+            return original_getattr(self, tx, name)
+        except ObservedAttributeError:
+            guard(self, name)
+            raise
+
+    def call_obj_hasattr(self: Any, tx: Any, name: str) -> Any:
+        guard(self, name)
+        return original_hasattr(self, tx, name)
+
+    with (
+        mock.patch.object(PythonModuleVariable, "var_getattr", var_getattr),
+        mock.patch.object(PythonModuleVariable, "call_obj_hasattr", call_obj_hasattr),
+    ):
+        yield
 
 
 def _falls_back_to_getattr(obj: Any, name: str) -> bool:
@@ -660,8 +714,8 @@ class _Translator:
         for guard in sorted(guards, key=Guard.sort_key):
             kind = guard.create_fn_name()
             source = guard.originating_source
-            if kind in _AMBIENT or is_from_skip_guard_source(source):
-                continue  # the shim checks global state itself; Dynamo leaves stdlib modules unguarded
+            if kind in _AMBIENT:
+                continue  # the shim checks global state itself
             if kind == "DUPLICATE_INPUT" and is_from_skip_guard_source(guard.create_fn.keywords["source_b"]):
                 continue
             if kind == "TENSOR_MATCH" and type(source).__name__ == "NumpyTensorSource":

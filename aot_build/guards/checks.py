@@ -308,10 +308,15 @@ def identity(value: Any) -> dict[str, Any] | None:
     ref = qualified_name(value)
     if ref is not None:
         try:
-            if import_ref(ref) is value:
-                return {"ref": ref}
+            found = import_ref(ref)
         except LookupError:
-            pass
+            found = MISSING
+        if found is value:
+            return {"ref": ref}
+        # a property's getter or a classmethod's function: its qualname names the wrapper
+        for attr in ("fget", "__func__"):
+            if getattr(found, attr, None) is value:
+                return {"ref": f"{ref}.{attr}"}
     if isinstance(value, type):
         # an interpreter type without an importable name of its own (mappingproxy, method):
         # the name the types module gives it

@@ -132,6 +132,10 @@ class CheckBuilder:
                     src.emit(f"if {a} is not {expected!r}: {fail}")
                 elif type(expected) is float and math.isnan(expected):
                     src.emit(f"if type({a}) is not float or {a} == {a}: {fail}")
+                elif type(expected) is float and expected == 0.0:  # -0.0 is not 0.0: x / a differs
+                    sign = src.const(math.copysign)
+                    want = math.copysign(1.0, expected)
+                    src.emit(f"if type({a}) is not float or {a} != 0.0 or {sign}(1.0, {a}) != {want}: {fail}")
                 else:
                     kind = src.const(type(expected))
                     src.emit(f"if type({a}) is not {kind} or {a} != {_lit(expected, src)}: {fail}")

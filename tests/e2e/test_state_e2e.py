@@ -102,6 +102,30 @@ CASES = [
         "_global_forward_hooks has 1 entries",
     ),
     (
+        "os.getenv",
+        "os.environ['STATE_PKG_DOUBLE'] = '1'",
+        "del os.environ['STATE_PKG_DOUBLE']",
+        "os.environ._data now contains b'STATE_PKG_DOUBLE'",
+    ),
+    (
+        "optional module attribute",
+        "K.extras.GAIN = 2.0",
+        "del K.extras.GAIN",
+        "state_pkg.kinds.extras.GAIN now exists",
+    ),
+    (
+        "sign of zero",
+        "K.ZERO = -0.0",
+        "K.ZERO = 0.0",
+        "state_pkg.kinds.ZERO is float -0.0, compiled for float 0.0",
+    ),
+    (
+        "helper code replaced (a reload)",
+        "K.offset.__code__ = (lambda y: y - 0.5).__code__",
+        "K.offset.__code__ = OFFSET_CODE",
+        "state_pkg.kinds.offset.__code__ was replaced",
+    ),
+    (
         "module replaced",
         "K.MIXED['net'] = torch.nn.Identity()",
         "K.MIXED['net'] = NET",
@@ -121,6 +145,7 @@ CASES = {cases}
 HOOK = [None]
 LINEAR_FORWARD = K.nn.Linear.forward
 NET = K.MIXED["net"]
+OFFSET_CODE = K.offset.__code__
 
 
 def call(entry, *args):

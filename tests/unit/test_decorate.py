@@ -12,6 +12,7 @@ import torch
 import aot_build
 from aot_build import AotEntry, aot_entry
 from aot_build.decorate import registered_entries
+from aot_build.decorate.calls import CallSignature
 from aot_build.errors import EntryError, FallbackError
 
 _calls: list[str] = []
@@ -160,6 +161,24 @@ def test_calls_bind_to_one_canonical_tuple() -> None:
     assert sig.canonical((), {}) is None
     with pytest.raises(EntryError, match=r"gives 3 positional value\(s\).*\(x, mask, scale\)"):
         sig.canonical_example((x, m, 2.0), "where")
+
+
+def test_calls_take_the_defaults_the_function_has_now() -> None:
+    """A default set after import is what the call passes (eager Python uses it), so a
+    variant compiled for the old value does not fit the call."""
+
+    def scaled(x: torch.Tensor, k: float = 2.0, *, shift: float = 0.0) -> torch.Tensor:
+        return x * k + shift
+
+    sig = CallSignature(scaled, "scaled")
+    x = torch.zeros(1)
+    assert sig.canonical((x,), {}) == (x, 2.0, 0.0)
+    scaled.__defaults__ = (3.0,)
+    assert sig.canonical((x,), {}) == (x, 3.0, 0.0)
+    assert scaled.__kwdefaults__ is not None
+    scaled.__kwdefaults__["shift"] = 1.0  # changed in place
+    assert sig.canonical((x,), {}) == (x, 3.0, 1.0)
+    assert sig.canonical((x, 2.0), {"shift": 0.0}) == (x, 2.0, 0.0)
 
 
 def test_lambda_refused() -> None:

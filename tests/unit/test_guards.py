@@ -310,6 +310,37 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.TableMeta, "__getattr__", lambda cls, name: 4.0),
         "type(guard_pkg.state.TableConsts).__getattr__ was replaced",
     ),
+    (
+        "environment_getenv",
+        lambda m: os.environ.__setitem__("GUARD_PKG_SHIFT", "1"),
+        "os.environ._data now contains b'GUARD_PKG_SHIFT'",
+    ),
+    (
+        "optional_attribute",
+        lambda m: setattr(m.helpers, "OPTIONAL_FACTOR", 3.0),
+        "guard_pkg.state.helpers.OPTIONAL_FACTOR now exists",
+    ),
+    (
+        "optional_attribute",
+        lambda m: setattr(m.helpers, "FEATURE", True),
+        "guard_pkg.state.helpers.FEATURE now exists",
+    ),
+    (
+        "signed_zero",
+        lambda m: setattr(m, "ZERO", -0.0),
+        "guard_pkg.state.ZERO is float -0.0, compiled for float 0.0",
+    ),
+    (
+        "set_elements",
+        lambda m: setattr(m, "LEVELS", frozenset({1.0, 2})),
+        "guard_pkg.state.LEVELS is frozenset",
+    ),
+    ("flag_combination", lambda m: setattr(m, "PERMS", m.Perm.READ), "guard_pkg.state.PERMS is Perm"),
+    (
+        "code_replaced",
+        lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),
+        "guard_pkg.state._tripled.__code__ was replaced",
+    ),
 ]
 
 
@@ -408,6 +439,22 @@ def test_method_entry_guards_its_instance(pkg: types.ModuleType, evaluator: Any)
     assert check() == -1
     other.lin.bias = None
     assert "self.lin" in check.explain(check())
+
+
+def test_method_entry_reads_properties_and_classmethods_through_self(
+    pkg: types.ModuleType, evaluator: Any
+) -> None:
+    """A property's getter and a classmethod's function, found through ``type(self)``, are
+    known by where their class holds them (they were refused: found by their code, bound
+    without a ``self``); the class attribute they read and the property itself are checked."""
+    check = Checker(pkg.Scaled.forward, evaluator, self_obj=pkg.SCALED)
+    assert check() == -1
+    pkg.Scaled.base = 3.0
+    assert "type(self).base is float 3.0, compiled for float 2.0" in check.explain(check())
+    pkg.Scaled.base = 2.0
+    assert check() == -1
+    pkg.Scaled.factor = property(lambda self: 5.0)
+    assert "type(self).factor" in check.explain(check())
 
 
 def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType, evaluator: Any) -> None:

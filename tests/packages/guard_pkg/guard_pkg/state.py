@@ -5,6 +5,7 @@ import abc
 import collections
 import enum
 import functools
+import math
 import os
 import types
 import typing
@@ -471,3 +472,67 @@ def abc_instance(x: torch.Tensor) -> torch.Tensor:
 
 def abc_subclass(x: torch.Tensor) -> torch.Tensor:
     return x * STEP.factor if issubclass(type(STEP), Scaling) else x
+
+
+# -- the environment read by the standard library's own code (os.getenv reads os.environ)
+def environment_getenv(x: torch.Tensor) -> torch.Tensor:
+    return x + 1 if os.getenv("GUARD_PKG_SHIFT") == "1" else x
+
+
+# -- a module attribute that may be missing: getattr with a default, hasattr
+def optional_attribute(x: torch.Tensor) -> torch.Tensor:
+    y = x * getattr(helpers, "OPTIONAL_FACTOR", 2.0)
+    return y + 1 if hasattr(helpers, "FEATURE") else y
+
+
+# -- exact values: the sign of zero, the types of a set's elements, a combination of flags
+ZERO = 0.0
+LEVELS = frozenset({1, 2})
+
+
+class Perm(enum.IntFlag):
+    READ = 1
+    WRITE = 2
+
+
+PERMS = Perm.READ | Perm.WRITE
+
+
+def signed_zero(x: torch.Tensor) -> torch.Tensor:
+    return x * math.copysign(1.0, ZERO)
+
+
+def set_elements(x: torch.Tensor) -> torch.Tensor:
+    return x * len([v for v in LEVELS if type(v) is int])
+
+
+def flag_combination(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if Perm.WRITE in PERMS else x
+
+
+# -- a helper's code replaced in place (a reload: IPython's autoreload sets f.__code__)
+def _tripled(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+def code_replaced(x: torch.Tensor) -> torch.Tensor:
+    return _tripled(x)
+
+
+# -- a method entry reading a property and a classmethod through self
+class Scaled(nn.Module):
+    base = 2.0
+
+    @property
+    def factor(self) -> float:
+        return self.base * 2
+
+    @classmethod
+    def offset(cls) -> float:
+        return cls.base + 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor + self.offset()
+
+
+SCALED = Scaled()

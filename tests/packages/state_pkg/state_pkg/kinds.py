@@ -1,6 +1,7 @@
 import abc
 import collections
 import functools
+import math
 import os
 import types
 
@@ -9,6 +10,8 @@ import torch
 from torch import nn
 
 from aot_build import aot_entry
+
+from . import extras
 
 torch.manual_seed(0)  # the same weights in every process: a failure reproduces
 
@@ -81,6 +84,13 @@ def cached(n: int) -> float:
     return n * CACHE_K
 
 
+ZERO = 0.0  # its sign matters: copysign, x / ZERO
+
+
+def offset(y: torch.Tensor) -> torch.Tensor:  # a helper whose code a reload replaces
+    return y + 0.5
+
+
 @aot_entry(example_inputs=lambda: (torch.randn(4, 8),))
 def reads_state(x: torch.Tensor) -> torch.Tensor:
     y = GATE.lin(x) * Const.K * NS.scale + CFG.shift
@@ -99,6 +109,9 @@ def reads_state(x: torch.Tensor) -> torch.Tensor:
         y = y + 2
     if isinstance(STEP, Scaling):  # answered by the ABC's registry
         y = y * 1.5
+    if os.getenv("STATE_PKG_DOUBLE") == "1":  # os.environ, read by the standard library's code
+        y = y * 2
+    y = offset(y) * getattr(extras, "GAIN", 1.0) * math.copysign(1.0, ZERO)  # an optional attribute
     return y * cached(2)
 
 

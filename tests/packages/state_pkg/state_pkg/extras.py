@@ -1,0 +1,1 @@
+"""Optional settings: a module attribute the entry reads with a default (none set here)."""
