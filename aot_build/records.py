@@ -14,7 +14,8 @@ classes (manifest, guard tree, targets, checks), which was a third of importing 
   :class:`dataclasses.FrozenInstanceError`, and the record hashes by its compared fields;
   otherwise, as a dataclass with ``eq``, it is unhashable;
 * ``dataclasses.fields``, ``replace``, ``asdict`` and ``is_dataclass`` work on it (see
-  :func:`_dataclass_field`).
+  :func:`_dataclass_field`); its :class:`dataclasses.Field` objects are made when one of them
+  first asks (the run path never does: the shim's 19 records make 106 fewer objects).
 
 Not supported (a class needing them stays a ``@dataclass``): ``order``, ``slots``, ``kw_only``,
 ``InitVar``, ``init=False`` fields, inheriting fields from a base class. Build-only modules use

@@ -9,13 +9,15 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: ten reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: eleven reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a read that an inlined function of the standard library makes through its own module's
   globals (``os.getenv("X")`` reads ``os.environ``): Dynamo installs no guard for it;
 * ``hasattr(module, "X")`` and ``getattr(module, "X", default)`` of a name the module lacks:
   Dynamo guards the module's identity only;
+* a builtin the traced code calls (``abs``): Dynamo guards it in the builtins module, not that
+  the calling code's module still lacks a global of that name (``mod.abs = f`` after import);
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
   unset ``X``): the key's absence is guarded;
 * a method or attribute found on an object's class (``Gate.forward = other`` after import):
@@ -446,6 +448,27 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
+    """Dynamo (2.13) guards a builtin the traced code calls (``abs``) in the builtins module,
+    not that the calling code's module still lacks a global of that name: ``mod.abs = f`` set
+    after import would be called instead. Record each builtin read with the module whose code
+    read it, for the translator to check that the module's globals still lack it."""
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    original = InstructionTranslatorBase.load_builtin_from_argval
+
+    def recorded(self: Any, argval: Any) -> Any:
+        name = self.f_globals.get("__name__")
+        module = sys.modules.get(name) if isinstance(name, str) else None
+        if module is not None and vars(module) is self.f_globals and isinstance(argval, str):
+            found[(name, argval)] = None
+        return original(self, argval)
+
+    with mock.patch.object(InstructionTranslatorBase, "load_builtin_from_argval", recorded):
+        yield
+
+
 @dataclass
 class _Recorded:
     """What the recorders above saw of the reads Dynamo does not guard (module docstring)."""
@@ -458,6 +481,8 @@ class _Recorded:
     module_classes: dict[type, Any] = field(default_factory=dict)
     #: ("isinstance" or "issubclass", object's source, class) of each test the class answers.
     class_tests: dict[tuple[str, Any, type], None] = field(default_factory=dict)
+    #: (module name, name) of each builtin that code of that module read.
+    builtins: dict[tuple[str, str], None] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -466,6 +491,7 @@ class _Recorded:
             _state_reads_recorded(self.state_reads),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
+            _builtins_recorded(self.builtins),
         ):
             yield
 
@@ -740,6 +766,8 @@ class _Translator:
             self._state_read(read)
         for cls, source in recorded.module_classes.items():
             self._module_call(cls, source)
+        for module, name in recorded.builtins:
+            self.builder.add(ObjPath(("ref", f"{module}:")).child("dict"), Check("lacks", name))
         for test, source, cls in recorded.class_tests:
             path = self.path(source)
             if path is not None:

@@ -198,6 +198,12 @@ def _explain_has(label: str, obj: Any, expect: Any) -> str:
 def _explain_lacks(label: str, obj: Any, expect: Any) -> str:
     key = values.decode(expect)
     if isinstance(key, str) and label.endswith(".__dict__"):
+        name = obj.get("__name__") if isinstance(obj, dict) else None
+        if isinstance(name, str) and getattr(sys.modules.get(name), "__dict__", None) is obj:  # globals
+            return (
+                f"{label[: -len('.__dict__')]}.{key} is now a global of the module: its code calls it in "
+                f"place of the builtin {key!r} (no such global when compiled)"
+            )
         on = "class" if isinstance(obj, types.MappingProxyType) else "instance"  # a class's namespace
         return f"{label[: -len('.__dict__')]}.{key} is now set on the {on} (it was not when compiled)"
     return f"{label} now contains {values.describe(key)} (it did not when compiled)"

@@ -337,6 +337,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("flag_combination", lambda m: setattr(m, "PERMS", m.Perm.READ), "guard_pkg.state.PERMS is Perm"),
     (
+        "shadowed_builtin",
+        lambda m: setattr(m, "abs", lambda v: 7.0),
+        "guard_pkg.state.abs is now a global of the module: its code calls it in place of the builtin 'abs'",
+    ),
+    (
         "code_replaced",
         lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),
         "guard_pkg.state._tripled.__code__ was replaced",

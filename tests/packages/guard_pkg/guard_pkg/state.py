@@ -510,6 +510,11 @@ def flag_combination(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if Perm.WRITE in PERMS else x
 
 
+# -- a builtin the function calls, shadowed by a module global set after import
+def shadowed_builtin(x: torch.Tensor) -> torch.Tensor:
+    return x * abs(-2.0)
+
+
 # -- a helper's code replaced in place (a reload: IPython's autoreload sets f.__code__)
 def _tripled(x: torch.Tensor) -> torch.Tensor:
     return x * 3
