@@ -52,7 +52,7 @@ enum {
 enum {
     CK_TYPE = 1, CK_ID = 2, CK_EQ = 3, CK_LEN = 4, CK_KEYS = 5, CK_HAS = 6, CK_LACKS = 7,
     CK_HASATTR = 8, CK_SAME = 9, CK_NOTNONE = 10, CK_WEIGHT = 11, CK_ISINSTANCE = 12,
-    CK_ISSUBCLASS = 13,
+    CK_ISSUBCLASS = 13, CK_DEFINES = 14,
 };
 #define READ_FAILED (1 << 24)
 
@@ -384,6 +384,9 @@ static int run_check(Check *c, PyObject *obj, PyObject **objs, PyObject *weights
         if (!has) PyErr_Clear();
         return has == c->hasattr_want;
     }
+    case CK_DEFINES: /* the class or a base defines it (the metaclass not counted) */
+        if (!PyType_Check(obj)) return 0;
+        return (_PyType_Lookup((PyTypeObject *)obj, c->c) != NULL) == c->hasattr_want;
     case CK_ISINSTANCE:
     case CK_ISSUBCLASS: {
         int r = c->op == CK_ISINSTANCE ? PyObject_IsInstance(obj, c->c) : PyObject_IsSubclass(obj, c->c);
@@ -708,6 +711,11 @@ static int stamp_check(Evaluator *ev, Check *c, PyObject *obj) {
         return immutable(obj, 0);
     case CK_HASATTR:
         return stamp_attribute(ev, obj, c->c);
+    case CK_DEFINES: { /* a type's tag changes with its namespace's and its bases' */
+        uint64_t t = PyType_Check(obj) ? type_tag((PyTypeObject *)obj) : 0;
+        if (t == 0) return 0;
+        return add_stamp(ev, ST_TYPE, obj, t, NULL) < 0 ? -1 : 1;
+    }
     case CK_ISINSTANCE:
     case CK_ISSUBCLASS:
         return 0; /* the class's __instancecheck__ may read anything (an ABC's registry): re-run */
@@ -1118,15 +1126,16 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
                     PyErr_Format(PyExc_ValueError, "node %zd: same as a missing node", i);
                     return -1;
                 }
-            } else if (c->op == CK_HASATTR || c->op == CK_ISINSTANCE || c->op == CK_ISSUBCLASS) {
+            } else if (c->op == CK_HASATTR || c->op == CK_DEFINES || c->op == CK_ISINSTANCE || c->op == CK_ISSUBCLASS) {
                 PyObject *name, *want;
-                if (!PyArg_ParseTuple(const_, c->op == CK_HASATTR ? "UO" : "OO", &name, &want)) return -1;
+                int named = c->op == CK_HASATTR || c->op == CK_DEFINES;
+                if (!PyArg_ParseTuple(const_, named ? "UO" : "OO", &name, &want)) return -1;
                 c->hasattr_want = PyObject_IsTrue(want);
                 Py_INCREF(name);
                 Py_SETREF(c->c, name);
             } else if (c->op == CK_ID && PyFunction_Check(const_)) {
                 c->fcode = Py_NewRef(PyFunction_GET_CODE(const_));
-            } else if (c->op < CK_TYPE || c->op > CK_ISSUBCLASS) {
+            } else if (c->op < CK_TYPE || c->op > CK_DEFINES) {
                 PyErr_Format(PyExc_ValueError, "node %zd: bad check opcode", i);
                 return -1;
             }
@@ -1253,23 +1262,25 @@ static PyObject *bind_const(int op, PyObject *expect, Py_ssize_t i, PyObject *no
         if (PyLong_CheckExact(expect)) return Py_NewRef(expect);
         return PyNumber_Long(expect);
     case CK_HASATTR:
+    case CK_DEFINES:
     case CK_ISINSTANCE:
     case CK_ISSUBCLASS: {
         /* [name, bool] / ["module:qualname", bool]: the attribute's name or the class (bound as a
            type check binds it), and the answer compiled for */
+        int named = op == CK_HASATTR || op == CK_DEFINES;
         PyObject *const *f = PyList_Check(expect) && PyList_GET_SIZE(expect) == 2 ? ((PyListObject *)expect)->ob_item
                              : PyTuple_Check(expect) && PyTuple_GET_SIZE(expect) == 2 ? ((PyTupleObject *)expect)->ob_item
                                                                                        : NULL;
-        if (f == NULL || (op != CK_HASATTR && !PyUnicode_CheckExact(f[0]))) {
-            PyErr_Format(PyExc_ValueError, op == CK_HASATTR ? "bad attribute expectation %R"
-                                                            : "bad isinstance/issubclass expectation %R",
+        if (f == NULL || (!named && !PyUnicode_CheckExact(f[0]))) {
+            PyErr_Format(PyExc_ValueError, named ? "bad attribute expectation %R"
+                                                 : "bad isinstance/issubclass expectation %R",
                          expect);
             return NULL;
         }
         int want = PyObject_IsTrue(f[1]);
         if (want < 0) return NULL;
         PyObject *ref = f[0];
-        PyObject *first = op == CK_HASATTR ? PyObject_Str(ref) : memo_call(classes, ref, binder_cls, &ref, 1);
+        PyObject *first = named ? PyObject_Str(ref) : memo_call(classes, ref, binder_cls, &ref, 1);
         return first == NULL ? NULL : Py_BuildValue("(NO)", first, want ? Py_True : Py_False);
     }
     case CK_NOTNONE:
@@ -1551,11 +1562,11 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
     static const int step_codes[] = {OP_GETATTR, OP_DICT, OP_ITEM, OP_INDEX, OP_KEY, OP_TYPE, OP_MRO, OP_CLOSURE,
                                      OP_CODE, OP_DEFAULTS, OP_KWDEFAULTS, OP_CALL};
     static const char *const kinds[] = {"type", "id", "eq", "len", "keys", "has", "lacks", "hasattr", "same",
-                                        "notnone", "weight", "isinstance", "issubclass"};
+                                        "notnone", "weight", "isinstance", "issubclass", "defines"};
     static const int kind_codes[] = {CK_TYPE, CK_ID, CK_EQ, CK_LEN, CK_KEYS, CK_HAS, CK_LACKS, CK_HASATTR, CK_SAME,
-                                     CK_NOTNONE, CK_WEIGHT, CK_ISINSTANCE, CK_ISSUBCLASS};
+                                     CK_NOTNONE, CK_WEIGHT, CK_ISINSTANCE, CK_ISSUBCLASS, CK_DEFINES};
     step_ops = opcode_table(steps, step_codes, 12);
-    check_ops = opcode_table(kinds, kind_codes, 13);
+    check_ops = opcode_table(kinds, kind_codes, 14);
     if (step_ops == NULL || check_ops == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

@@ -9,7 +9,7 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: eleven reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: twelve reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a read that an inlined function of the standard library makes through its own module's
@@ -18,6 +18,9 @@ with a test (tests/unit/test_guards.py):
   Dynamo guards the module's identity only;
 * a builtin the traced code calls (``abs``): Dynamo guards it in the builtins module, not that
   the calling code's module still lacks a global of that name (``mod.abs = f`` after import);
+* what an object's class answers without an attribute being read (``if obj:``,
+  ``callable(obj)``, a protocol method it lacks): Dynamo guards the object's type only, not
+  that the class still defines (or lacks) ``__bool__``, ``__len__``, ``__call__``...;
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
   unset ``X``): the key's absence is guarded;
 * a method or attribute found on an object's class (``Gate.forward = other`` after import):
@@ -469,6 +472,54 @@ def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``bool(obj)``, ``len(obj)``, ``callable(obj)`` and the like for an
+    object of a Python class from whether the class (or a base) defines ``__bool__``,
+    ``__len__``, ``__call__``..., guarding the object's type only: such a method added to the
+    class after import, or its ``__bases__`` changed, went unseen. Record each protocol method
+    looked up in an object's class hierarchy and not found, and the answers of ``callable`` and
+    of truth tests, for the translator to check the class still answers the same."""
+    from torch._dynamo import symbolic_convert
+    from torch._dynamo.variables import builtin, object_protocol
+    from torch._dynamo.variables.base import NO_SUCH_SUBOBJ
+    from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
+
+    lookup = UserDefinedObjectVariable.lookup_class_mro_attr
+    is_callable = builtin.BuiltinVariable.call_callable
+    truth = object_protocol.generic_bool
+
+    def defines(arg: Any, *names: str) -> None:
+        if isinstance(arg, UserDefinedObjectVariable) and arg.source is not None:
+            for name in names:
+                found[(arg.source, name, any(name in vars(k) for k in type(arg.value).__mro__))] = None
+
+    def looked_up(self: Any, name: str) -> Any:
+        result = lookup(self, name)
+        # a protocol method (``__iter__``, ``__contains__``): a plain attribute's lookup on the
+        # class is checked with the attribute (see _class_attribute)
+        if result is NO_SUCH_SUBOBJ and self.source is not None and name[:2] == name[-2:] == "__":
+            found[(self.source, name, False)] = None
+        return result
+
+    def called_callable(self: Any, tx: Any, arg: Any) -> Any:
+        defines(arg, "__call__")
+        return is_callable(self, tx, arg)
+
+    def generic_bool(tx: Any, obj: Any) -> Any:  # if obj: ... (its class's __bool__, else __len__)
+        defines(obj, "__bool__", "__len__")
+        return truth(tx, obj)
+
+    with (
+        mock.patch.object(UserDefinedObjectVariable, "lookup_class_mro_attr", looked_up),
+        mock.patch.object(builtin.BuiltinVariable, "call_callable", called_callable),
+        mock.patch.object(symbolic_convert, "generic_bool", generic_bool),
+        mock.patch.object(builtin, "generic_bool", generic_bool),
+        mock.patch.object(object_protocol, "generic_bool", generic_bool),
+    ):
+        yield
+
+
 @dataclass
 class _Recorded:
     """What the recorders above saw of the reads Dynamo does not guard (module docstring)."""
@@ -483,15 +534,35 @@ class _Recorded:
     class_tests: dict[tuple[str, Any, type], None] = field(default_factory=dict)
     #: (module name, name) of each builtin that code of that module read.
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
+    #: (object's source, name, found) of each name looked up in an object's class hierarchy.
+    class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
+        from torch._dynamo.variables import object_protocol
+        from torch._dynamo.variables.builtin import BuiltinVariable
+
+        # Dynamo keeps, for the process, a handler per builtin and argument types that holds
+        # the method it found (``call_isinstance``): one made while another capture recorded
+        # would record into that capture's tables, one made before none at all. It caches each
+        # class's slots (``__bool__``...) too, stale once a class changes.
+        BuiltinVariable.call_function_handler_cache.clear()
+        object_protocol._get_cached_slots.cache_clear()
+        try:
+            with self._recorders():
+                yield
+        finally:
+            BuiltinVariable.call_function_handler_cache.clear()
+
+    @contextlib.contextmanager
+    def _recorders(self) -> Iterator[None]:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
+            _class_lookups_recorded(self.class_lookups),
         ):
             yield
 
@@ -766,6 +837,10 @@ class _Translator:
             self._state_read(read)
         for cls, source in recorded.module_classes.items():
             self._module_call(cls, source)
+        for source, name, defined in recorded.class_lookups:
+            path = self.path(source)
+            if path is not None:
+                self.builder.add(path.child("type"), Check("defines", [name, defined]))
         for module, name in recorded.builtins:
             self.builder.add(ObjPath(("ref", f"{module}:")).child("dict"), Check("lacks", name))
         for test, source, cls in recorded.class_tests:

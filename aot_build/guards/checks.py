@@ -126,6 +126,20 @@ def _bind_hasattr(expect: Any, found: Any) -> tuple[str, bool]:
     return str(expect[0]), bool(expect[1])
 
 
+def _defines(obj: Any, spec: Any) -> bool:
+    return isinstance(obj, type) and any(spec[0] in vars(k) for k in obj.__mro__) is spec[1]
+
+
+def _explain_defines(label: str, obj: Any, expect: Any) -> str:
+    name, had = expect
+    if had:
+        return f"{label}.{name} is no longer defined by the class or its bases (compiled with it)"
+    return (
+        f"{label}.{name} is now defined by the class or a base (compiled without it: an attribute "
+        "added to the class, or its __bases__ changed, after import)"
+    )
+
+
 def _bind_isinstance(expect: Any, found: Any) -> tuple[Any, bool]:
     if not isinstance(expect, (list, tuple)) or len(expect) != 2 or not isinstance(expect[0], str):
         raise ValueError(f"bad isinstance expectation {expect!r}")
@@ -277,6 +291,14 @@ KINDS: dict[str, Kind] = {
             _explainer("issubclass"),
             _bind_isinstance,
             "is (or is not) a subclass of the class, as the class answers now",
+        ),
+        Kind(
+            "defines",
+            14,
+            _defines,
+            _explain_defines,
+            _bind_hasattr,
+            "is a class that defines (or does not define) the attribute, itself or in a base",
         ),
     )
 }

@@ -342,6 +342,21 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.abs is now a global of the module: its code calls it in place of the builtin 'abs'",
     ),
     (
+        "class_protocol",
+        lambda m: setattr(m.Plain, "__bool__", lambda self: False),
+        "type(guard_pkg.state.PLAIN).__bool__ is now defined by the class or a base",
+    ),
+    (
+        "class_protocol",
+        lambda m: setattr(m.Plain, "__len__", lambda self: 0),
+        "type(guard_pkg.state.PLAIN).__len__ is now defined by the class or a base",
+    ),
+    (
+        "class_protocol",
+        lambda m: setattr(m.Plain, "__call__", lambda self: 1),
+        "type(guard_pkg.state.PLAIN).__call__ is now defined by the class or a base",
+    ),
+    (
         "code_replaced",
         lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),
         "guard_pkg.state._tripled.__code__ was replaced",
@@ -444,6 +459,18 @@ def test_method_entry_guards_its_instance(pkg: types.ModuleType, evaluator: Any)
     assert check() == -1
     other.lin.bias = None
     assert "self.lin" in check.explain(check())
+
+
+def test_every_capture_records_afresh(pkg: types.ModuleType) -> None:
+    """Dynamo keeps, per process, a handler per builtin call that holds the method it found
+    when first made: a build captures many entries in one process, and each must still record
+    what it reads through builtins (an ``isinstance`` test against an ABC, ``callable``)."""
+    for _ in range(2):
+        assert "isinstance" in {c.kind for _, c in tree_of(pkg.abc_instance).checks()}
+        tree = tree_of(pkg.class_protocol)
+        assert ("type(guard_pkg.state.PLAIN)", "defines") in {
+            (tree.path(i).label(), c.kind) for i, c in tree.checks()
+        }
 
 
 def test_method_entry_reads_properties_and_classmethods_through_self(

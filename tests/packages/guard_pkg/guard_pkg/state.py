@@ -515,6 +515,19 @@ def shadowed_builtin(x: torch.Tensor) -> torch.Tensor:
     return x * abs(-2.0)
 
 
+# -- what an object's class answers without an attribute read: truth, callable
+class Plain:
+    pass
+
+
+PLAIN = Plain()
+
+
+def class_protocol(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2 if PLAIN else x
+    return y + 1 if callable(PLAIN) else y
+
+
 # -- a helper's code replaced in place (a reload: IPython's autoreload sets f.__code__)
 def _tripled(x: torch.Tensor) -> torch.Tensor:
     return x * 3
