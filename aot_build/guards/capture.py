@@ -9,13 +9,15 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: twelve reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: thirteen reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
 
 * a read that an inlined function of the standard library makes through its own module's
   globals (``os.getenv("X")`` reads ``os.environ``): Dynamo installs no guard for it;
 * ``hasattr(module, "X")`` and ``getattr(module, "X", default)`` of a name the module lacks:
   Dynamo guards the module's identity only;
+* a dict's keys taken by ``list(d)`` or ``[*d]``: Dynamo guards their number, not which keys
+  in which order;
 * a builtin the traced code calls (``abs``): Dynamo guards it in the builtins module, not that
   the calling code's module still lacks a global of that name (``mod.abs = f`` after import);
 * what an object's class answers without an attribute being read (``if obj:``,
@@ -147,6 +149,7 @@ def _dynamo_settings() -> Iterator[None]:
         _restored_attributes_allowed(),
         _stdlib_reads_guarded(),
         _module_attributes_guarded(),
+        _dict_keys_guarded(),
     ):
         try:
             yield
@@ -183,6 +186,25 @@ def _stdlib_reads_guarded() -> Iterator[None]:
     import torch._dynamo.guards
 
     with mock.patch.object(torch._dynamo.guards, "is_from_skip_guard_source", lambda source: False):
+        yield
+
+
+@contextlib.contextmanager
+def _dict_keys_guarded() -> Iterator[None]:
+    """Dynamo (2.13) guards a dict's keys, in order, where it iterates them, except in
+    ``list.extend(d)`` (``[*d]``), which takes them unguarded: a key added or the keys
+    reordered after import went unseen. Guard them there too."""
+    from torch._dynamo.variables.dicts import ConstDictVariable
+    from torch._dynamo.variables.lists import ListVariable
+
+    original = ListVariable.call_method
+
+    def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if name == "extend" and len(args) == 1 and isinstance(args[0], ConstDictVariable):
+            args[0].install_dict_keys_match_guard()
+        return original(self, tx, name, args, kwargs)
+
+    with mock.patch.object(ListVariable, "call_method", call_method):
         yield
 
 
@@ -777,7 +799,15 @@ class _Translator:
             path = self.path(index)
             if path is None:
                 raise self._unsupported(index, "a key read from an argument")
-            return self.value(path)
+            index = self.value(path)
+        try:
+            values.encode(index)
+        except values.Unencodable:
+            raise CaptureError(
+                f"{self.where}: the trace reads an item keyed by {values.describe(index)}, a key the "
+                "manifest cannot carry (a weak reference, an object: a WeakKeyDictionary's).\n  key "
+                "the mapping by a plain value (a name, a number), or pass the value as an argument"
+            ) from None
         return index
 
     def _unsupported(self, source: Any, what: str) -> CaptureError:
@@ -878,11 +908,13 @@ class _Translator:
                 self._identity(path, value)
             else:
                 self._equals(path, value)
-        elif kind == "SEQUENCE_LENGTH":
+        elif kind == "SEQUENCE_LENGTH" and not (isinstance(self.value(path), dict) and self.value(path)):
             value = self.value(path)
             add(path, Check("type", self._class_ref(type(value), path)))
             add(path, Check("len", len(value)))
-        elif kind in ("DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK"):
+        elif kind in ("DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "SEQUENCE_LENGTH"):
+            # a dict's length is guarded where Dynamo unpacked its keys (list(d), [*d]): its
+            # keys, in order, are what the trace relied on
             value = self.value(path)
             add(path, Check("type", self._class_ref(type(value), path)))
             add(
@@ -956,7 +988,17 @@ class _Translator:
             self.builder.add(path, Check("id", ident))
             return
         if isinstance(value, types.FunctionType):  # a lambda or a closure: known by its code
-            self.builder.add(path.child("code"), Check("id", identity(value.__code__)))
+            code = path.child("code")
+            at = self._class_rooted(code) or code
+            if at.root == ("self",):
+                raise CaptureError(
+                    f"{self.where}: the trace calls {path.label()}, a lambda or local function the "
+                    "instance holds; the shim knows such a function by its code, found at its path "
+                    "before any call, where a method entry has no instance yet.\n  make it a function "
+                    "of the module (or a method of the class), or make the entry a module-level "
+                    "function that calls a global instance"
+                )
+            self.builder.add(at, Check("id", identity(value.__code__)))
             return
         if isinstance(value, types.MethodType):
             self._identity(path.child("getattr", "__func__"), value.__func__)
@@ -971,6 +1013,24 @@ class _Translator:
                 "find again on the user's machine.\n  hold it in a module global of your package, or "
                 "pass what the function needs from it as an argument"
             ) from None
+
+    def _class_rooted(self, path: ObjPath) -> ObjPath | None:
+        """``path`` from ``self`` through its last ``type`` step (``type(self.block).forward
+        .__closure__[0].cell_contents.__code__``: a decorated method's code) as the same path from
+        that class, found by its import path. A function known by its code is bound, in the
+        shim, to the code found at its path before any call, so without a ``self``; the class is
+        checked by its own type guard. None when the path has no such step or the class no
+        import path."""
+        if path.root != ("self",):
+            return None
+        types_at = [i for i, (kind, _) in enumerate(path.steps) if kind == "type"]
+        if not types_at:
+            return None
+        cls = self.value(ObjPath(path.root, path.steps[: types_at[-1] + 1]))
+        ident = identity(cls)
+        if ident is None or "ref" not in ident:
+            return None
+        return ObjPath(("ref", ident["ref"]), path.steps[types_at[-1] + 1 :])
 
     def _ref_by_path(self, path: ObjPath, value: Any) -> dict[str, Any] | None:
         """``{"ref": ...}`` for an object read as attributes of a module (``torch.clamp``, a

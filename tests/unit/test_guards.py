@@ -357,6 +357,17 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "type(guard_pkg.state.PLAIN).__call__ is now defined by the class or a base",
     ),
     (
+        "dict_first_key",
+        lambda m: m.ORDER.__setitem__("a", m.ORDER.pop("a")),
+        "guard_pkg.state.ORDER has keys ['b', 'a'], compiled for ['a', 'b']",
+    ),
+    (
+        "dict_unpacked",
+        lambda m: m.ORDER.__setitem__("a", m.ORDER.pop("a")),
+        "guard_pkg.state.ORDER has keys ['b', 'a'], compiled for ['a', 'b']",
+    ),
+    ("dict_unpacked", lambda m: m.ORDER.__setitem__("c", 1.0), "guard_pkg.state.ORDER has keys"),
+    (
         "code_replaced",
         lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),
         "guard_pkg.state._tripled.__code__ was replaced",
@@ -489,6 +500,24 @@ def test_method_entry_reads_properties_and_classmethods_through_self(
     assert "type(self).factor" in check.explain(check())
 
 
+def test_method_entry_calls_a_decorated_forward(pkg: types.ModuleType, evaluator: Any) -> None:
+    """A submodule whose ``forward`` is decorated (its code is found through the wrapper's
+    closure) is checked from its class, as a method entry's shim binds before any call (it was
+    refused: found through ``self``); a hook lambda the instance holds is refused, naming it."""
+    check = Checker(pkg.Holder.forward, evaluator, self_obj=pkg.HOLDER)
+    assert check() == -1
+    original = pkg.Decorated.forward.__wrapped__.__code__
+    pkg.Decorated.forward.__wrapped__.__code__ = (lambda self, x: self.lin(x) + 1).__code__
+    assert "guard_pkg.state.Decorated.forward.__closure__" in check.explain(check())
+    pkg.Decorated.forward.__wrapped__.__code__ = original
+    assert check() == -1
+    with pytest.raises(CaptureError) as info:
+        capture(pkg.Holder.forward, pkg.HOOKED, (X,), "guard_pkg.state:Holder.forward")
+    assert "self.block._forward_pre_hooks[" in str(info.value) and "a lambda or local function" in str(
+        info.value
+    )
+
+
 def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType, evaluator: Any) -> None:
     """gather reads each shared prefix once and finds the tensors that resolving every
     weight's first path finds; when a path breaks, its PathError names the step."""
@@ -533,6 +562,7 @@ REFUSED = [
         "guard_pkg.state.LOCAL is an instance of _local_instance.<locals>.Local",
         "define the class at module level",
     ),
+    ("keyed_by_object", "an item keyed by <weakref", "key the mapping by a plain value"),
 ]
 
 

@@ -9,6 +9,7 @@ import math
 import os
 import types
 import typing
+import weakref
 
 import numpy as np
 import torch
@@ -526,6 +527,60 @@ PLAIN = Plain()
 def class_protocol(x: torch.Tensor) -> torch.Tensor:
     y = x * 2 if PLAIN else x
     return y + 1 if callable(PLAIN) else y
+
+
+# -- a dict's keys taken in order: list(d), [*d]
+ORDER = {"a": 2.0, "b": 3.0}
+
+
+def dict_first_key(x: torch.Tensor) -> torch.Tensor:
+    return x * ORDER[list(ORDER)[0]]  # noqa: RUF015 (list(d) is what is tested)
+
+
+def dict_unpacked(x: torch.Tensor) -> torch.Tensor:
+    for k in [*ORDER]:
+        x = x * ORDER[k] + 1.0
+    return x
+
+
+# -- method entries: a submodule whose forward is decorated (transformers' blocks are), a hook
+# lambda the instance holds; an item of a mapping keyed by an object
+def _passthrough(f):  # a decorator, as functools.wraps makes them
+    @functools.wraps(f)
+    def wrapped(*args: object, **kwargs: object) -> object:
+        return f(*args, **kwargs)
+
+    return wrapped
+
+
+class Decorated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @_passthrough
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+class Holder(nn.Module):
+    def __init__(self, hook: bool = False) -> None:
+        super().__init__()
+        self.block = Decorated()
+        if hook:
+            self.block.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x) * 2
+
+
+HOLDER = Holder().eval()
+HOOKED = Holder(hook=True).eval()
+BY_MODULE = weakref.WeakKeyDictionary({HOLDER: 2.0})
+
+
+def keyed_by_object(x: torch.Tensor) -> torch.Tensor:
+    return x * BY_MODULE[HOLDER]
 
 
 # -- a helper's code replaced in place (a reload: IPython's autoreload sets f.__code__)
