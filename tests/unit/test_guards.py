@@ -504,7 +504,7 @@ def test_method_entry_calls_a_decorated_forward(pkg: types.ModuleType, evaluator
     """A submodule whose ``forward`` is decorated (its code is found through the wrapper's
     closure) is checked from its class, as a method entry's shim binds before any call (it was
     refused: found through ``self``); a hook lambda the instance holds is refused, naming it."""
-    check = Checker(pkg.Holder.forward, evaluator, self_obj=pkg.HOLDER)
+    check = Checker(pkg.Wrapper.forward, evaluator, self_obj=pkg.WRAPPER)
     assert check() == -1
     original = pkg.Decorated.forward.__wrapped__.__code__
     pkg.Decorated.forward.__wrapped__.__code__ = (lambda self, x: self.lin(x) + 1).__code__
@@ -512,7 +512,7 @@ def test_method_entry_calls_a_decorated_forward(pkg: types.ModuleType, evaluator
     pkg.Decorated.forward.__wrapped__.__code__ = original
     assert check() == -1
     with pytest.raises(CaptureError) as info:
-        capture(pkg.Holder.forward, pkg.HOOKED, (X,), "guard_pkg.state:Holder.forward")
+        capture(pkg.Wrapper.forward, pkg.HOOKED, (X,), "guard_pkg.state:Wrapper.forward")
     assert "self.block._forward_pre_hooks[" in str(info.value) and "a lambda or local function" in str(
         info.value
     )

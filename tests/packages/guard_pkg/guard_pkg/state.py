@@ -563,7 +563,7 @@ class Decorated(nn.Module):
         return self.lin(x)
 
 
-class Holder(nn.Module):
+class Wrapper(nn.Module):
     def __init__(self, hook: bool = False) -> None:
         super().__init__()
         self.block = Decorated()
@@ -574,13 +574,13 @@ class Holder(nn.Module):
         return self.block(x) * 2
 
 
-HOLDER = Holder().eval()
-HOOKED = Holder(hook=True).eval()
-BY_MODULE = weakref.WeakKeyDictionary({HOLDER: 2.0})
+WRAPPER = Wrapper().eval()
+HOOKED = Wrapper(hook=True).eval()
+BY_MODULE = weakref.WeakKeyDictionary({WRAPPER: 2.0})
 
 
 def keyed_by_object(x: torch.Tensor) -> torch.Tensor:
-    return x * BY_MODULE[HOLDER]
+    return x * BY_MODULE[WRAPPER]
 
 
 # -- a helper's code replaced in place (a reload: IPython's autoreload sets f.__code__)
