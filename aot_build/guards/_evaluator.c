@@ -62,7 +62,7 @@ typedef struct {
     PyObject *c;       /* the bound constant (owned) */
     Py_ssize_t index;  /* same: node; weight: weight index; len: n */
     int hasattr_want; /* hasattr, isinstance, issubclass: the answer compiled for */
-    PyObject *fcode;   /* id of a Python function: its code when bound (owned; f.__code__ = ... fails it) */
+    PyObject *fcode;   /* id of a pinned Python function: its code when bound (owned; f.__code__ = ... fails it) */
 } Check;
 
 typedef struct {
@@ -1052,8 +1052,8 @@ static PyObject *const *items_of(PyObject *item, Py_ssize_t n, const char *what,
 }
 
 static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
-    PyObject *program;
-    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &program)) return -1;
+    PyObject *program, *pinned = NULL;  /* pinned: the functions whose code to keep (bound.py) */
+    if (!PyArg_ParseTuple(args, "O!|O!", &PyList_Type, &program, &PyFrozenSet_Type, &pinned)) return -1;
     clear_snapshot(ev);
     free_nodes(ev);
     Py_ssize_t n = PyList_GET_SIZE(program);
@@ -1133,8 +1133,10 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
                 c->hasattr_want = PyObject_IsTrue(want);
                 Py_INCREF(name);
                 Py_SETREF(c->c, name);
-            } else if (c->op == CK_ID && PyFunction_Check(const_)) {
-                c->fcode = Py_NewRef(PyFunction_GET_CODE(const_));
+            } else if (c->op == CK_ID && pinned != NULL && PyFunction_Check(const_)) {
+                int pin = PySet_Contains(pinned, const_);
+                if (pin < 0) return -1;
+                if (pin) c->fcode = Py_NewRef(PyFunction_GET_CODE(const_));
             } else if (c->op < CK_TYPE || c->op > CK_DEFINES) {
                 PyErr_Format(PyExc_ValueError, "node %zd: bad check opcode", i);
                 return -1;
@@ -1578,6 +1580,7 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
     }
     PyModule_AddIntConstant(m, "READ_FAILED", READ_FAILED);
     PyModule_AddIntConstant(m, "HAVE_DICT_TAGS", HAVE_DICT_TAGS);
+    PyModule_AddIntConstant(m, "PINS_CODE", 1);  /* Evaluator(program, pinned) */
     Py_INCREF(step_ops);
     Py_INCREF(check_ops);
     if (PyModule_AddObject(m, "STEP_OPS", step_ops) < 0 || PyModule_AddObject(m, "CHECK_OPS", check_ops) < 0) {

@@ -79,18 +79,29 @@ class BoundState:
                 raise BindError(str(exc)) from exc
         else:
             self.program, self.weight_nodes = self._bind()
-        #: Per ``id`` check of a Python function (by failure code), its code when bound: the
-        #: function's code can be replaced in place (``f.__code__ = ...``, a reload).
-        self.pinned_code: dict[int, Any] = {
-            code: const.__code__
+        #: Per ``id`` check of a function of the entry's own package (by failure code), its code
+        #: when bound: a reload of the package (IPython's autoreload) replaces functions' code in
+        #: place (``f.__code__ = ...``). torch's and other libraries' functions are not pinned:
+        #: each pin costs a read of the function on every call (~25 ns, a cache miss).
+        package = (getattr(fn, "__module__", None) or "").partition(".")[0]
+        pinned = [
+            (code, const)
             for *_, checks in self.program
             for code, opcode, const in checks
-            if opcode == _ID and isinstance(const, types.FunctionType)
-        }
+            if opcode == _ID
+            and isinstance(const, types.FunctionType)
+            and (const.__module__ or "").partition(".")[0] == package
+        ]
+        self.pinned_code: dict[int, Any] = {code: f.__code__ for code, f in pinned}
         self._flat: list[tuple[int, Check]] | None = None
         self._opcodes: list[int] | None = None
         self._weight_paths: list[list[ObjPath]] | None = None
-        self._native = native.Evaluator(self.program) if native is not None else None
+        if native is None:
+            self._native = None
+        elif getattr(native, "PINS_CODE", 0):  # evaluators built before it take the program only
+            self._native = native.Evaluator(self.program, frozenset(f for _, f in pinned))
+        else:
+            self._native = native.Evaluator(self.program)
         self.check: Callable[[Any, Any], int] = (
             self._native.check if self._native is not None else self.check_python
         )
