@@ -1051,9 +1051,19 @@ static PyObject *const *items_of(PyObject *item, Py_ssize_t n, const char *what,
     return ((PyTupleObject *)item)->ob_item;
 }
 
+/* Whether the module name is package or below it (bound.py: BoundState.pinned_code). */
+static int in_package(PyObject *module, PyObject *package) {
+    if (module == NULL || !PyUnicode_Check(module)) return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(package);
+    Py_ssize_t r = PyUnicode_Tailmatch(module, package, 0, n, -1);
+    if (r <= 0) return (int)r;
+    return PyUnicode_GET_LENGTH(module) == n || PyUnicode_READ_CHAR(module, n) == '.';
+}
+
 static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
-    PyObject *program, *pinned = NULL;  /* pinned: the functions whose code to keep (bound.py) */
-    if (!PyArg_ParseTuple(args, "O!|O!", &PyList_Type, &program, &PyFrozenSet_Type, &pinned)) return -1;
+    /* package: the entry's top-level package, whose functions' code id checks keep (bound.py) */
+    PyObject *program, *package = NULL;
+    if (!PyArg_ParseTuple(args, "O!|U", &PyList_Type, &program, &package)) return -1;
     clear_snapshot(ev);
     free_nodes(ev);
     Py_ssize_t n = PyList_GET_SIZE(program);
@@ -1133,8 +1143,8 @@ static int Evaluator_init(Evaluator *ev, PyObject *args, PyObject *kwds) {
                 c->hasattr_want = PyObject_IsTrue(want);
                 Py_INCREF(name);
                 Py_SETREF(c->c, name);
-            } else if (c->op == CK_ID && pinned != NULL && PyFunction_Check(const_)) {
-                int pin = PySet_Contains(pinned, const_);
+            } else if (c->op == CK_ID && package != NULL && PyFunction_Check(const_)) {
+                int pin = in_package(PyFunction_GET_MODULE(const_), package);
                 if (pin < 0) return -1;
                 if (pin) c->fcode = Py_NewRef(PyFunction_GET_CODE(const_));
             } else if (c->op < CK_TYPE || c->op > CK_DEFINES) {
@@ -1580,7 +1590,7 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
     }
     PyModule_AddIntConstant(m, "READ_FAILED", READ_FAILED);
     PyModule_AddIntConstant(m, "HAVE_DICT_TAGS", HAVE_DICT_TAGS);
-    PyModule_AddIntConstant(m, "PINS_CODE", 1);  /* Evaluator(program, pinned) */
+    PyModule_AddIntConstant(m, "PINS_CODE", 1);  /* Evaluator(program, package) */
     Py_INCREF(step_ops);
     Py_INCREF(check_ops);
     if (PyModule_AddObject(m, "STEP_OPS", step_ops) < 0 || PyModule_AddObject(m, "CHECK_OPS", check_ops) < 0) {

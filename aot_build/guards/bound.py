@@ -79,27 +79,17 @@ class BoundState:
                 raise BindError(str(exc)) from exc
         else:
             self.program, self.weight_nodes = self._bind()
-        #: Per ``id`` check of a function of the entry's own package (by failure code), its code
-        #: when bound: a reload of the package (IPython's autoreload) replaces functions' code in
-        #: place (``f.__code__ = ...``). torch's and other libraries' functions are not pinned:
-        #: each pin costs a read of the function on every call (~25 ns, a cache miss).
-        package = (getattr(fn, "__module__", None) or "").partition(".")[0]
-        pinned = [
-            (code, const)
-            for *_, checks in self.program
-            for code, opcode, const in checks
-            if opcode == _ID
-            and isinstance(const, types.FunctionType)
-            and (const.__module__ or "").partition(".")[0] == package
-        ]
-        self.pinned_code: dict[int, Any] = {code: f.__code__ for code, f in pinned}
+        #: The entry's top-level package: the ``id`` checks of its functions also keep their code
+        #: (see :attr:`pinned_code`; the C evaluator applies the same rule as it loads).
+        self.package = (getattr(fn, "__module__", None) or "").partition(".")[0]
+        self._pinned: dict[int, Any] | None = None
         self._flat: list[tuple[int, Check]] | None = None
         self._opcodes: list[int] | None = None
         self._weight_paths: list[list[ObjPath]] | None = None
         if native is None:
             self._native = None
-        elif getattr(native, "PINS_CODE", 0):  # evaluators built before it take the program only
-            self._native = native.Evaluator(self.program, frozenset(f for _, f in pinned))
+        elif getattr(native, "PINS_CODE", 0) and self.package:  # earlier evaluators: the program only
+            self._native = native.Evaluator(self.program, self.package)
         else:
             self._native = native.Evaluator(self.program)
         self.check: Callable[[Any, Any], int] = (
@@ -119,6 +109,26 @@ class BoundState:
         if self._flat is None:
             self._flat = list(self.tree.checks())
         return self._flat
+
+    @property
+    def pinned_code(self) -> dict[int, Any]:
+        """Per ``id`` check of a function of the entry's own package (by failure code), its code
+        when bound: a reload of the package (IPython's autoreload) replaces functions' code in
+        place (``f.__code__ = ...``). torch's and other libraries' functions are not pinned: each
+        pin costs a read of the function on every call (~25 ns, a cache miss). Found on first
+        use (the Python check, an explanation): the C evaluator finds its own as it loads."""
+        if self._pinned is None:
+            package = self.package
+            self._pinned = {
+                code: const.__code__
+                for *_, checks in self.program
+                for code, opcode, const in checks
+                if opcode == _ID
+                and type(const) is types.FunctionType
+                and package
+                and (const.__module__ or "").partition(".")[0] == package
+            }
+        return self._pinned
 
     @property
     def consts(self) -> list[Any]:
@@ -208,6 +218,7 @@ class BoundState:
         checks (aliases) run after every node is read: their other node may come later."""
         objs: list[Any] = [None] * len(self.program)
         aliases: list[tuple[int, Any, int]] = []
+        pins = self.pinned_code
         for i, (parent, op, key, checks) in enumerate(self.program):
             try:
                 obj = _read(op, key, objs[parent] if parent >= 0 else self_obj)
@@ -220,8 +231,8 @@ class BoundState:
                     continue
                 try:
                     ok = obj is weights[const] if opcode == 11 else _HOLDS[opcode](obj, const)
-                    if ok and opcode == _ID and code in self.pinned_code:
-                        ok = obj.__code__ is self.pinned_code[code]
+                    if ok and opcode == _ID and code in pins:
+                        ok = obj.__code__ is pins[code]
                 except Exception:
                     ok = False
                 if not ok:
