@@ -141,7 +141,7 @@ def decode(raw: Any) -> Any:
             cls = import_ref(str(raw["enum"]))
             return cls(decode(raw["value"])) if "value" in raw else cls[str(raw["name"])]
         except (LookupError, TypeError, ValueError) as exc:
-            raise ValueError(f"enum {raw['enum']}.{raw.get('name')}: {exc}") from exc
+            raise ValueError(f"enum {raw['enum']}.{raw.get('name', raw.get('value'))}: {exc}") from exc
     raise ValueError(f"not an encoded value: {_short(raw)}")
 
 

@@ -251,7 +251,6 @@ static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *
 
 /* ------------------------------------------------------------------ checks */
 
-/* values.same: equal, same types at every level of tuples, lists and dicts; NaN == NaN. */
 /* -0.0 is not 0.0 (x / K differs); NaN is NaN */
 static int same_double(double x, double y) {
     if (x == y) return signbit(x) == signbit(y);
@@ -292,6 +291,8 @@ static int same_set(PyObject *a, PyObject *b) {
     return r;
 }
 
+/* values.same: equal, same types at every level of tuples, lists, dicts and sets; floats of the
+   same sign; NaN == NaN. */
 static int same(PyObject *a, PyObject *b) {
     if (Py_TYPE(a) != Py_TYPE(b)) return 0;
     if (a == b) return 1;

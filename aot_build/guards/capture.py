@@ -64,7 +64,7 @@ import torch
 from .. import values
 from ..errors import CompileError
 from ..names import import_ref
-from .checks import Check, identity
+from .checks import Check, defines, identity
 from .paths import ObjPath, PathError, dict_keys, resolve
 from .tree import TreeBuilder
 
@@ -511,10 +511,10 @@ def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterato
     is_callable = builtin.BuiltinVariable.call_callable
     truth = object_protocol.generic_bool
 
-    def defines(arg: Any, *names: str) -> None:
+    def answered(arg: Any, *names: str) -> None:
         if isinstance(arg, UserDefinedObjectVariable) and arg.source is not None:
             for name in names:
-                found[(arg.source, name, any(name in vars(k) for k in type(arg.value).__mro__))] = None
+                found[(arg.source, name, defines(type(arg.value), name))] = None
 
     def looked_up(self: Any, name: str) -> Any:
         result = lookup(self, name)
@@ -525,11 +525,11 @@ def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterato
         return result
 
     def called_callable(self: Any, tx: Any, arg: Any) -> Any:
-        defines(arg, "__call__")
+        answered(arg, "__call__")
         return is_callable(self, tx, arg)
 
     def generic_bool(tx: Any, obj: Any) -> Any:  # if obj: ... (its class's __bool__, else __len__)
-        defines(obj, "__bool__", "__len__")
+        answered(obj, "__bool__", "__len__")
         return truth(tx, obj)
 
     with (
@@ -908,15 +908,14 @@ class _Translator:
                 self._identity(path, value)
             else:
                 self._equals(path, value)
-        elif kind == "SEQUENCE_LENGTH" and not (isinstance(self.value(path), dict) and self.value(path)):
-            value = self.value(path)
-            add(path, Check("type", self._class_ref(type(value), path)))
-            add(path, Check("len", len(value)))
         elif kind in ("DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "SEQUENCE_LENGTH"):
-            # a dict's length is guarded where Dynamo unpacked its keys (list(d), [*d]): its
-            # keys, in order, are what the trace relied on
             value = self.value(path)
             add(path, Check("type", self._class_ref(type(value), path)))
+            # a non-empty dict's length is guarded where Dynamo unpacked its keys (list(d),
+            # [*d]): its keys, in order, are what the trace relied on
+            if kind == "SEQUENCE_LENGTH" and not (isinstance(value, dict) and value):
+                add(path, Check("len", len(value)))
+                return
             add(
                 path,
                 Check(

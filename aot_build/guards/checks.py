@@ -23,6 +23,8 @@ weight      a weight index                    is the tensor the entry was bound 
 isinstance  ``["module:qualname", bool]``     is (or is not) an instance of that class, as its
                                               ``__instancecheck__`` answers now (an ABC's registry)
 issubclass  ``["module:qualname", bool]``     is (or is not) a subclass of that class, likewise
+defines     ``[name, bool]``                  is a class that defines (or does not) that attribute,
+                                              itself or in a base (its metaclass not counted)
 ==========  ================================  ===============================================
 """
 
@@ -126,8 +128,14 @@ def _bind_hasattr(expect: Any, found: Any) -> tuple[str, bool]:
     return str(expect[0]), bool(expect[1])
 
 
+def defines(cls: type, name: str) -> bool:
+    """Whether ``cls`` or a base defines ``name`` (its metaclass not counted): what the
+    ``defines`` kind compares, and what the build records it for."""
+    return any(name in vars(k) for k in cls.__mro__)
+
+
 def _defines(obj: Any, spec: Any) -> bool:
-    return isinstance(obj, type) and any(spec[0] in vars(k) for k in obj.__mro__) is spec[1]
+    return isinstance(obj, type) and defines(obj, spec[0]) is spec[1]
 
 
 def _explain_defines(label: str, obj: Any, expect: Any) -> str:
