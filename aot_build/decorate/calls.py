@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from operator import is_
 from typing import Any
 
 from ..errors import EntryError
@@ -52,16 +53,24 @@ class CallSignature:
         self._pos_defaults = getattr(fn, "__defaults__", None)
         kw = getattr(fn, "__kwdefaults__", None)
         self._kw_defaults = kw
-        self._kw_values = tuple(kw.items()) if kw else ()
+        self._kw_keys = tuple(kw) if kw else ()
+        self._kw_values = tuple(kw.values()) if kw else ()
 
     def _defaults_changed(self) -> bool:
-        """``fn.__defaults__`` or ``__kwdefaults__`` set (or changed in place) since read."""
+        """``fn.__defaults__`` or ``__kwdefaults__`` set (or changed in place) since read. On
+        every call: identity tests only, in C (``map(is_, ...)``), no Python frame per item."""
         fn = self.fn
-        kw = getattr(fn, "__kwdefaults__", None)
-        if getattr(fn, "__defaults__", None) is not self._pos_defaults or kw is not self._kw_defaults:
+        if getattr(fn, "__defaults__", None) is not self._pos_defaults:
             return True
-        return kw is not None and (
-            len(kw) != len(self._kw_values) or any(kw.get(k, _REQUIRED) is not v for k, v in self._kw_values)
+        kw = getattr(fn, "__kwdefaults__", None)
+        if kw is not self._kw_defaults:
+            return True
+        if kw is None:
+            return False
+        return (
+            len(kw) != len(self._kw_keys)
+            or not all(map(is_, kw, self._kw_keys))
+            or not all(map(is_, kw.values(), self._kw_values))
         )
 
     def canonical(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
