@@ -152,6 +152,12 @@ class Exporter:
                 "mode on) would run as Python.\n  decide by an argument instead of by grad mode, or "
                 "drop backward=True"
             )
+        if traced.captured.unchecked:
+            say(
+                f"note: {entry.key} asks torch.compiler.is_compiling(); state that only the function "
+                "run as Python reads (where it is False) is checked on each call, except for: "
+                + "; ".join(traced.captured.unchecked)
+            )
         traced.mutated, other = mutated_inputs(traced)
         if other:
             raise CompileError(

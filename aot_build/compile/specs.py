@@ -12,4 +12,5 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def tensor_spec(t: torch.Tensor) -> TensorSpec:
-    return TensorSpec(tuple(t.shape), dtype_name(t.dtype), t.device.type, tuple(t.stride()))
+    parameter = isinstance(t, torch.nn.Parameter)
+    return TensorSpec(tuple(t.shape), dtype_name(t.dtype), t.device.type, tuple(t.stride()), parameter)

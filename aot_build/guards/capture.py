@@ -9,8 +9,11 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: thirteen reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: fourteen reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
+
+* state read only where ``torch.compiler.is_compiling()`` is False: the function is traced again
+  with that answer, as it runs as Python (:func:`_python_branches`);
 
 * a read that an inlined function of the standard library makes through its own module's
   globals (``os.getenv("X")`` reads ``os.environ``): Dynamo installs no guard for it;
@@ -52,6 +55,7 @@ with a test (tests/unit/test_guards.py):
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -93,6 +97,9 @@ _GLOBAL_HOOKS = (
     "_global_backward_pre_hooks",
 )
 _MODULE_REF = ("ref", "torch.nn.modules.module:")
+#: A call of ``torch.compiler.is_compiling()``: (code object, line) of each frame, innermost
+#: first (a library's own ``is_compiling()`` wrapper is one site per place that calls it).
+_Site = tuple[tuple[types.CodeType, int], ...]
 
 
 @dataclass
@@ -105,16 +112,61 @@ class Captured:
         traced_code: every code object the trace ran (the entry and what it called).
         answered: the functions of torch's state whose calls the trace answered (and the
             tree checks): ``torch.is_grad_enabled``, ``torch.cuda.is_available``, ...
+        unchecked: what the checks leave out, and why: each branch that code asking
+            ``torch.compiler.is_compiling()`` takes as Python, if Dynamo cannot trace it, and
+            each read of such a branch the manifest cannot carry.
     """
 
     builder: TreeBuilder
     weights: list[tuple[list[ObjPath], torch.Tensor]] = field(default_factory=list)
     traced_code: list[types.CodeType] = field(default_factory=list)
     answered: tuple[Any, ...] = ()
+    unchecked: tuple[str, ...] = ()
 
 
 class CaptureError(CompileError):
     """The trace failed, or read something the manifest cannot carry."""
+
+
+class _TraceFailed(CaptureError):
+    """Dynamo stopped; ``reason``: its explanation, in one line."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+#: How many sites of ``torch.compiler.is_compiling()`` whose Python branch Dynamo cannot trace
+#: the build tries before it gives up on those branches (a trace each).
+_PYTHON_BRANCH_TRIES = 6
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if line.strip().startswith("Explanation:"):
+            return line.strip()[len("Explanation:") :].strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:200]
+
+
+def _site(tx: Any) -> _Site | None:
+    """Where the frame that Dynamo's translator ``tx`` traces is, and from where it was called."""
+    frames = []
+    while tx is not None:
+        frames.append((tx.f_code, tx.lineno))
+        tx = getattr(tx, "parent", None)
+    return tuple(frames) or None
+
+
+def _site_label(site: _Site) -> str:
+    """``file:line`` of the call and of the two frames above it (files under site-packages by
+    their path there)."""
+    return " < ".join(f"{_short(code.co_filename)}:{line}" for code, line in site[:3])
+
+
+def _short(filename: str) -> str:
+    _, found, tail = filename.rpartition("-packages/")
+    return tail if found else filename
 
 
 @contextlib.contextmanager
@@ -473,6 +525,65 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+#: torch's "is this code being compiled?" functions, which Dynamo answers True while tracing.
+_COMPILING = (
+    "torch.compiler:is_compiling",
+    "torch.compiler:is_dynamo_compiling",
+    "torch._utils:is_compiling",
+    "torch._dynamo.external_utils:is_compiling",
+)
+
+
+@contextlib.contextmanager
+def _compiling_answered(
+    compiled_at: frozenset[_Site] | None, asked: list[tuple[_Site, bool]]
+) -> Iterator[None]:
+    """Dynamo (2.13) answers ``torch.compiler.is_compiling()`` True while tracing: the artifact is
+    the branch code takes when compiled, while the function run as Python takes the other one,
+    and reads state there that the trace never sees (transformers builds an explicit causal mask
+    when compiling, and passes ``is_causal`` to attention otherwise). With ``compiled_at`` given,
+    answer False instead, except at those call sites; record each site asked and the answer,
+    for :func:`capture` to trace the Python branches too."""
+    from torch._dynamo.variables import torch as dynamo_torch
+
+    original = dynamo_torch.tracing_state_functions
+    compiling = {import_ref(ref) for ref in _COMPILING}
+
+    class Answers(dict[Any, Any]):
+        def __getitem__(self, fn: Any) -> Any:
+            if fn not in compiling:
+                return super().__getitem__(fn)
+            tx = sys._getframe(1).f_locals.get("tx")  # the handler that asks: tx traces the caller
+            site = _site(tx)
+            answer = compiled_at is None or site is None or site in compiled_at
+            if site is not None:
+                asked.append((site, answer))
+            return answer
+
+    with mock.patch.object(dynamo_torch, "tracing_state_functions", lambda: Answers(original())):
+        yield
+
+
+@contextlib.contextmanager
+def _requires_grad_reads_recorded(found: dict[Any, None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``w.requires_grad`` from the tensor it wrapped, guarded by the
+    tensor's own guard, which for a weight becomes a check of its identity (``w.requires_grad_(
+    False)`` keeps it) and of the metadata it was verified with (re-verified without this flag,
+    so that frozen weights still run compiled). Record each tensor whose flag the trace read, for
+    the translator to check the flag itself."""
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    original = TensorVariable.method_attr_requires_grad
+
+    def recorded(self: Any, tx: Any) -> Any:
+        if self.source is not None:
+            found[self.source] = None
+        return original(self, tx)
+
+    with mock.patch.object(TensorVariable, "method_attr_requires_grad", recorded):
+        yield
+
+
 @contextlib.contextmanager
 def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
     """Dynamo (2.13) guards a builtin the traced code calls (``abs``) in the builtins module,
@@ -558,6 +669,12 @@ class _Recorded:
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
+    #: the source of each tensor whose ``requires_grad`` the trace read.
+    requires_grad: dict[Any, None] = field(default_factory=dict)
+    #: where ``torch.compiler.is_compiling()`` answers True; None: everywhere, as Dynamo does.
+    compiled_at: frozenset[_Site] | None = None
+    #: each call of ``torch.compiler.is_compiling()`` (or its aliases): its site and answer.
+    compiling_asked: list[tuple[_Site, bool]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[None]:
@@ -585,15 +702,19 @@ class _Recorded:
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
             _class_lookups_recorded(self.class_lookups),
+            _compiling_answered(self.compiled_at, self.compiling_asked),
+            _requires_grad_reads_recorded(self.requires_grad),
         ):
             yield
 
 
 def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where: str) -> Captured:
     """Trace ``fn`` (with ``self_obj`` first for a method entry) on ``args``; see the module
-    docstring. CaptureError names the read that cannot be carried, or why Dynamo stopped."""
-    from torch._dynamo.convert_frame import fullgraph_capture
+    docstring. CaptureError names the read that cannot be carried, or why Dynamo stopped.
 
+    Code that asks ``torch.compiler.is_compiling()`` is traced twice: the artifact is the branch
+    it takes when compiled, and the guards are those of both branches, so that state only the
+    Python branch reads is checked too (a change to it changes what the function returns now)."""
     if torch.are_deterministic_algorithms_enabled():
         raise CaptureError(
             f"{where}: deterministic algorithms are on while the build traces it "
@@ -604,24 +725,84 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
     module = sys.modules[fn.__module__]
     before = dict(vars(module))
     call = (self_obj, *args) if self_obj is not None else tuple(args)
-    recorded = _Recorded()
     try:
-        with torch.no_grad(), _dynamo_settings(), recorded.recording():
-            try:
-                out = fullgraph_capture(fn, call)
-            except Exception as exc:
-                raise CaptureError(_trace_failure(where, exc)) from exc
-        g = out.graph_capture_output
-        installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
-        translator = _Translator(fn, self_obj, module.__name__, installed, dict(g.import_sources), where)
-        guards, code = list(g.output_graph.guards), list(g.traced_code)
-        captured = translator.run(guards, code, recorded)
+        recorded = _Recorded()
+        translator = _trace(fn, self_obj, call, module, before, recorded, where, None)
+        unchecked = _python_branches(fn, self_obj, call, module, before, recorded, where, translator)
+        captured = translator.captured()
+        captured.unchecked = unchecked
         with torch.no_grad():  # as traced (a call with grad on fails the check of a read of it)
             _holds_now(captured, fn, self_obj, where)
         return captured
     finally:
         for name in [k for k in vars(module) if k not in before]:
             del vars(module)[name]
+
+
+def _python_branches(
+    fn: Callable[..., Any],
+    self_obj: Any,
+    call: tuple[Any, ...],
+    module: types.ModuleType,
+    before: dict[str, Any],
+    compiled: _Recorded,
+    where: str,
+    translator: _Translator,
+) -> tuple[str, ...]:
+    """Trace ``fn`` again with ``torch.compiler.is_compiling()`` answered False, as the function
+    runs as Python, and add what it reads to ``translator``'s; what is left unchecked, listed.
+
+    A library often asks so to avoid code Dynamo cannot trace: where the other branch stops the
+    trace, that site is answered True again (the latest site answered False before the failure,
+    the likeliest cause) and the trace retried, up to ``_PYTHON_BRANCH_TRIES`` sites."""
+    if not compiled.compiling_asked:
+        return ()
+    unchecked: list[str] = []
+    compiled_at: set[_Site] = set()
+    while len(compiled_at) < _PYTHON_BRANCH_TRIES:
+        python = _Recorded(compiled_at=frozenset(compiled_at))
+        try:
+            added = _trace(fn, self_obj, call, module, before, python, where, translator)
+        except _TraceFailed as exc:
+            taken = [site for site, answer in python.compiling_asked if not answer]
+            if not taken:
+                raise
+            compiled_at.add(taken[-1])
+            unchecked.append(f"the branch at {_site_label(taken[-1])} (Dynamo cannot trace it: {exc.reason})")
+            continue
+        assert added.uncarried is not None
+        # a set's or list's items are read one by one: named once
+        reads = dict.fromkeys(re.sub(r"\[\d+\]", "[...]", u) for u in added.uncarried)
+        unchecked.extend(f"a read there: {u}" for u in reads)
+        return tuple(unchecked)
+    unchecked.append(f"the branches at every other call (after {_PYTHON_BRANCH_TRIES} tries)")
+    return tuple(unchecked)
+
+
+def _trace(
+    fn: Callable[..., Any],
+    self_obj: Any,
+    call: tuple[Any, ...],
+    module: types.ModuleType,
+    before: dict[str, Any],
+    recorded: _Recorded,
+    where: str,
+    adding_to: _Translator | None,
+) -> _Translator:
+    """One trace of ``fn``, its guards translated (into ``adding_to``'s tree and weights)."""
+    from torch._dynamo.convert_frame import fullgraph_capture
+
+    with torch.no_grad(), _dynamo_settings(), recorded.recording():
+        try:
+            out = fullgraph_capture(fn, call)
+        except Exception as exc:
+            raise _TraceFailed(_trace_failure(where, exc), _reason(exc)) from exc
+    g = out.graph_capture_output
+    installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
+    sources = dict(g.import_sources)
+    translator = _Translator(fn, self_obj, module.__name__, installed, sources, where, adding_to)
+    translator.translate(list(g.output_graph.guards), list(g.traced_code), recorded)
+    return translator
 
 
 def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where: str) -> None:
@@ -682,6 +863,7 @@ class _Translator:
         installed: dict[str, Any],
         import_sources: dict[str, str],
         where: str,
+        adding_to: _Translator | None = None,
     ) -> None:
         self.fn = fn
         self.self_obj = self_obj
@@ -692,11 +874,25 @@ class _Translator:
         code = fn.__code__
         self.self_name = code.co_varnames[0] if self_obj is not None and code.co_argcount else None
         self.freevars = set(code.co_freevars)
-        self.builder = TreeBuilder()
         self._paths: dict[Any, ObjPath | None] = {}
-        self._weights: dict[int, tuple[list[ObjPath], torch.Tensor]] = {}
-        self._class_attrs: set[tuple[ObjPath, str]] = set()
-        self._attr_functions: set[ObjPath] = set()
+        self._hooks_read = False
+        #: None: a read that cannot be carried is refused; a list: it is listed there instead
+        #: (a trace of the branches the function takes as Python, which the artifact does not run).
+        self.uncarried: list[str] | None = None if adding_to is None else []
+        if adding_to is None:
+            self.builder = TreeBuilder()
+            self._weights: dict[int, tuple[list[ObjPath], torch.Tensor]] = {}
+            self._class_attrs: set[tuple[ObjPath, str]] = set()
+            self._attr_functions: set[ObjPath] = set()
+            self._traced_code: list[types.CodeType] = []
+            self._answered: list[Any] = []
+        else:  # a second trace of the same function: its guards join the first's
+            self.builder = adding_to.builder
+            self._weights = adding_to._weights
+            self._class_attrs = adding_to._class_attrs
+            self._attr_functions = adding_to._attr_functions
+            self._traced_code = adding_to._traced_code
+            self._answered = adding_to._answered
 
     # ------------------------------------------------------------------ sources
 
@@ -828,57 +1024,84 @@ class _Translator:
 
     # ------------------------------------------------------------------ guards
 
-    def run(
-        self,
-        guards: list[Any],
-        traced_code: list[types.CodeType],
-        recorded: _Recorded,
-    ) -> Captured:
-        from torch._dynamo.source import is_from_skip_guard_source
+    def translate(self, guards: list[Any], traced_code: list[types.CodeType], recorded: _Recorded) -> None:
+        """Add a trace's guards, and the reads its recorders saw, to the tree and the weights."""
         from torch._guards import Guard
 
-        hooks_read = False
+        self._hooks_read = False
         for guard in sorted(guards, key=Guard.sort_key):
-            kind = guard.create_fn_name()
-            source = guard.originating_source
-            if kind in _AMBIENT:
-                continue  # the shim checks global state itself
-            if kind == "DUPLICATE_INPUT" and is_from_skip_guard_source(guard.create_fn.keywords["source_b"]):
-                continue
-            if kind == "TENSOR_MATCH" and type(source).__name__ == "NumpyTensorSource":
-                self._numpy(source.base)
-                continue
-            path = self.path(source)
-            if path is None:
-                continue
-            hooks_read |= (
-                path.root == _MODULE_REF and len(path.steps) == 1 and path.steps[0][1] in _GLOBAL_HOOKS
-            )
-            keywords = getattr(guard.create_fn, "keywords", None) or {}
-            self._guard(kind, path, keywords, guard)
-            self._attribute_functions(path, kind == "HASATTR")
-        if hooks_read:
+            self._each(self._dynamo_guard, guard)
+        if self._hooks_read:
             self._global_hooks()
         for source, name in recorded.fallbacks:
-            path = self.path(source)
-            if path is not None:
-                self._getattr_fallback(path, name)
+            self._each(self._getattr_fallback, source, name)
         for read in recorded.state_reads:
-            self._state_read(read)
+            self._each(self._state_read, read)
         for cls, source in recorded.module_classes.items():
-            self._module_call(cls, source)
+            self._each(self._module_call, cls, source)
         for source, name, defined in recorded.class_lookups:
-            path = self.path(source)
-            if path is not None:
-                self.builder.add(path.child("type"), Check("defines", [name, defined]))
+            self._each(self._class_lookup, source, name, defined)
         for module, name in recorded.builtins:
             self.builder.add(ObjPath(("ref", f"{module}:")).child("dict"), Check("lacks", name))
         for test, source, cls in recorded.class_tests:
-            path = self.path(source)
-            if path is not None:
-                obj = self.value(path)
-                answer = isinstance(obj, cls) if test == "isinstance" else issubclass(obj, cls)
-                self.builder.add(path, Check(test, [self._class_ref(cls, path), answer]))
+            self._each(self._class_test, test, source, cls)
+        for source in recorded.requires_grad:
+            self._each(self._requires_grad, source)
+        self._traced_code.extend(traced_code)
+        self._answered.extend(r.fn for r in recorded.state_reads)
+
+    def _each(self, translate: Callable[..., None], *read: Any) -> None:
+        """Translate one read; in a trace of Python branches, one that cannot be carried is
+        listed in ``uncarried`` (not checked: the artifact does not run that branch)."""
+        if self.uncarried is None:
+            translate(*read)
+            return
+        try:
+            translate(*read)
+        except CaptureError as exc:
+            self.uncarried.append(str(exc).split(": ", 1)[-1].split("\n", 1)[0])
+
+    def _dynamo_guard(self, guard: Any) -> None:
+        from torch._dynamo.source import is_from_skip_guard_source
+
+        kind = guard.create_fn_name()
+        source = guard.originating_source
+        if kind in _AMBIENT:
+            return  # the shim checks global state itself
+        if kind == "DUPLICATE_INPUT" and is_from_skip_guard_source(guard.create_fn.keywords["source_b"]):
+            return
+        if kind == "TENSOR_MATCH" and type(source).__name__ == "NumpyTensorSource":
+            self._numpy(source.base)
+            return
+        path = self.path(source)
+        if path is None:
+            return
+        self._hooks_read |= (
+            path.root == _MODULE_REF and len(path.steps) == 1 and path.steps[0][1] in _GLOBAL_HOOKS
+        )
+        keywords = getattr(guard.create_fn, "keywords", None) or {}
+        self._guard(kind, path, keywords, guard)
+        self._attribute_functions(path, kind == "HASATTR")
+
+    def _class_lookup(self, source: Any, name: str, defined: bool) -> None:
+        path = self.path(source)
+        if path is not None:
+            self.builder.add(path.child("type"), Check("defines", [name, defined]))
+
+    def _requires_grad(self, source: Any) -> None:
+        path = self.path(source)
+        if path is not None:
+            self._equals(path.child("getattr", "requires_grad"), self.value(path).requires_grad)
+
+    def _class_test(self, test: str, source: Any, cls: type) -> None:
+        path = self.path(source)
+        if path is not None:
+            obj = self.value(path)
+            answer = isinstance(obj, cls) if test == "isinstance" else issubclass(obj, cls)
+            self.builder.add(path, Check(test, [self._class_ref(cls, path), answer]))
+
+    def captured(self) -> Captured:
+        """What the traces read: the tree so far, and the weights with their paths."""
         weights = []
         for paths, tensor in self._weights.values():
             # the first path is the one the export lifts the weight at and the shim reads it by
@@ -892,7 +1115,7 @@ class _Translator:
                     "  hold the tensor in a module attribute, a global or a closure variable"
                 )
             weights.append((paths, tensor))
-        return Captured(self.builder, weights, traced_code, tuple(r.fn for r in recorded.state_reads))
+        return Captured(self.builder, weights, self._traced_code, tuple(self._answered))
 
     def _guard(self, kind: str, path: ObjPath, keywords: dict[str, Any], guard: Any) -> None:
         add = self.builder.add
@@ -1087,11 +1310,14 @@ class _Translator:
             if isinstance(fn, types.FunctionType):
                 self._identity(head.child("type").child("getattr", "__getattribute__"), fn)
 
-    def _getattr_fallback(self, path: ObjPath, name: str) -> None:
-        """``name`` read on the object at ``path`` fell back to its class's ``__getattr__``,
+    def _getattr_fallback(self, source: Any, name: str) -> None:
+        """``name`` read on the object at ``source`` fell back to its class's ``__getattr__``,
         whose own reads Dynamo guards: check that it still does. The name is still missing
         from the instance dict and from the class (its whole MRO), and the class still runs
         the very ``__getattr__`` traced."""
+        path = self.path(source)
+        if path is None:
+            return
         obj = self.value(path)
         if isinstance(obj, type):  # a class whose metaclass answers: missing from its namespaces
             for i, k in enumerate(obj.__mro__[:-1]):  # object's own namespace cannot change

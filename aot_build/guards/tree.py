@@ -33,28 +33,37 @@ class TensorSpec:
         dtype: torch dtype name without the ``torch.`` prefix, e.g. ``float32``.
         device: device type, e.g. ``cpu`` or ``cuda``.
         stride: exact strides.
+        parameter: whether it is an ``nn.Parameter`` (else a plain tensor): code may branch on
+            ``isinstance(w, nn.Parameter)``, which the trace answered (None: not recorded,
+            manifests of aot-build 0.4 and before).
     """
 
     shape: tuple[int, ...]
     dtype: str
     device: str
     stride: tuple[int, ...]
+    parameter: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "shape": list(self.shape),
             "dtype": self.dtype,
             "device": self.device,
             "stride": list(self.stride),
         }
+        if self.parameter is not None:
+            out["parameter"] = self.parameter
+        return out
 
     @classmethod
     def from_json(cls, raw: Any) -> TensorSpec:
+        parameter = raw.get("parameter")
         return cls(
             tuple(map(int, raw["shape"])),
             str(raw["dtype"]),
             str(raw["device"]),
             tuple(map(int, raw["stride"])),
+            None if parameter is None else bool(parameter),
         )
 
 

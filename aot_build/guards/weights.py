@@ -1,12 +1,12 @@
 """Run side: the weights a variant passes to its library, read by path once and kept.
 
 Reading a hundred weights by path on every call costs more than the check itself, so the
-tensors are read when the entry is bound, checked against the manifest (shape, dtype,
-device, strides), and kept: per instance for a method entry. On every call the guard tree
-checks that each path still holds the very tensor kept (``weight`` checks; a replaced weight
-fails there and is read again), and one C++ call (torch's ``TensorGuards``) that the kept
-tensors still have the metadata they were verified with (``model.half()`` and
-``param.data = ...`` change a tensor in place).
+tensors are read when the entry is bound, checked against the manifest (shape, dtype, device,
+strides, whether it is an ``nn.Parameter``), and kept: per instance for a method entry. On
+every call the guard tree checks that each path still holds the very tensor kept (``weight``
+checks; a replaced weight fails there and is read again), and one C++ call (torch's
+``TensorGuards``) that the kept tensors still have the metadata they were verified with
+(``model.half()`` and ``param.data = ...`` change a tensor in place).
 """
 
 from __future__ import annotations
@@ -113,6 +113,9 @@ def weight_problem(t: Any, spec: TensorSpec) -> str | None:
     """What makes ``t`` unusable as a weight compiled for ``spec`` (None: it fits)."""
     if type(t) not in _TENSOR_TYPES:
         return f"is a {type(t).__name__}, compiled for a tensor"
+    if spec.parameter is not None and isinstance(t, torch.nn.Parameter) != spec.parameter:
+        compiled = "an nn.Parameter" if spec.parameter else "a plain tensor"
+        return f"is a {type(t).__name__}, compiled for {compiled}"
     if tuple(t.shape) != spec.shape or str(t.dtype)[6:] != spec.dtype:
         return f"is {tuple(t.shape)} {str(t.dtype)[6:]}, compiled for {spec.shape} {spec.dtype}"
     if t.device.type != spec.device:

@@ -33,7 +33,8 @@ from aot_build.guards.bound import READ_FAILED, STEP_OPS, BindError, BoundState,
 from aot_build.guards.capture import CaptureError, capture
 from aot_build.guards.checks import KINDS, Check, code_fingerprint
 from aot_build.guards.paths import ObjPath, PathError, assign, resolve
-from aot_build.guards.tree import StateTree
+from aot_build.guards.tree import StateTree, TensorSpec
+from aot_build.guards.weights import Held, WeightCache
 from aot_build.values import encode
 
 ROOT = SAMPLE_PROJECTS / "guard_pkg"
@@ -372,6 +373,21 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),
         "guard_pkg.state._tripled.__code__ was replaced",
     ),
+    (
+        "requires_grad_branch",
+        lambda m: m.FROZEN.requires_grad_(False),
+        "guard_pkg.state.FROZEN.requires_grad is bool False, compiled for bool True",
+    ),
+    (
+        "python_branch",
+        lambda m: setattr(m.ATTENTION, "is_causal", False),
+        "guard_pkg.state.ATTENTION.is_causal is bool False, compiled for bool True",
+    ),
+    (
+        "python_branch_after_untraceable",
+        lambda m: setattr(m.ATTENTION, "is_causal", False),
+        "guard_pkg.state.ATTENTION.is_causal is bool False, compiled for bool True",
+    ),
 ]
 
 
@@ -447,6 +463,33 @@ def test_torch_state_read_with_arguments_is_refused(pkg: types.ModuleType, tmp_p
         capture(pkg.rank_of, None, (X,), "guard_pkg.state:rank_of")
     assert "calls torch.distributed.distributed_c10d.get_rank(...)" in str(info.value)
     assert "call it outside the entry and pass the result as an argument" in str(info.value)
+
+
+def test_python_branches_the_tracer_cannot_follow_are_listed(pkg: types.ModuleType) -> None:
+    """Code that asks ``torch.compiler.is_compiling()`` is traced again with the answer False;
+    where that branch cannot be traced, the site is named (the build prints it) and the other
+    sites' branches are still checked (the case above)."""
+    captured = capture(pkg.python_branch_after_untraceable, None, (X,), "python_branch_after_untraceable")
+    line = pkg.python_branch_after_untraceable.__code__.co_firstlineno + 1
+    assert len(captured.unchecked) == 1
+    assert f"the branch at {pkg.__file__}:{line} (Dynamo cannot trace it: " in captured.unchecked[0]
+    assert capture(pkg.python_branch, None, (X,), "python_branch").unchecked == ()
+
+
+def test_a_weight_replaced_by_another_kind_of_tensor_is_not_used(pkg: types.ModuleType) -> None:
+    """The trace answered ``isinstance(w, nn.Parameter)``: a weight replaced by a plain tensor
+    of the same shape fails its identity check, and the shim's re-read refuses it too."""
+    tree = tree_of(pkg.parameter_branch)
+    assert [w.parameter for w in tree.weights] == [True]
+    assert TensorSpec.from_json(tree.weights[0].to_json()) == tree.weights[0]
+    old = TensorSpec.from_json({k: v for k, v in tree.weights[0].to_json().items() if k != "parameter"})
+    assert old.parameter is None  # a manifest of aot-build 0.4: not recorded, not checked
+    cache = WeightCache(tree.weights, lambda: ["guard_pkg.state.PARAM"], lambda _: [pkg.PARAM])
+    assert isinstance(cache.read(None), Held)
+    pkg.PARAM = pkg.PARAM.detach().clone()
+    assert pkg.parameter_branch(X).equal(X * 2)
+    assert cache.read(None) == "weight guard_pkg.state.PARAM is a Tensor, compiled for an nn.Parameter"
+    assert isinstance(WeightCache([old], lambda: ["PARAM"], lambda _: [pkg.PARAM]).read(None), Held)
 
 
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:

@@ -609,3 +609,45 @@ class Scaled(nn.Module):
 
 
 SCALED = Scaled()
+
+
+# -- state read only where the function runs as Python (torch.compiler.is_compiling() False):
+# the artifact is the other branch, so the trace never reads it (transformers' attention)
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.is_causal = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return x * 2  # an explicit mask, the same result while is_causal holds
+        return x * 2 if self.is_causal else x * 3
+
+
+ATTENTION = Attention()
+
+
+def python_branch(x: torch.Tensor) -> torch.Tensor:
+    return ATTENTION(x)
+
+
+def python_branch_after_untraceable(x: torch.Tensor) -> torch.Tensor:
+    if not torch.compiler.is_compiling() and bool(x.sum() > 1e6):  # Dynamo cannot trace this branch
+        x = x + 1
+    return ATTENTION(x)
+
+
+# -- a branch on a weight's requires_grad (a frozen-weight path)
+FROZEN = nn.Parameter(torch.ones(4))
+
+
+def requires_grad_branch(x: torch.Tensor) -> torch.Tensor:
+    return x * FROZEN if FROZEN.requires_grad else x * FROZEN * 2
+
+
+# -- a branch on whether a weight is a Parameter (it may be replaced by a plain tensor)
+PARAM = nn.Parameter(torch.ones(4))
+
+
+def parameter_branch(x: torch.Tensor) -> torch.Tensor:
+    return x * PARAM if isinstance(PARAM, nn.Parameter) else x * PARAM * 2
