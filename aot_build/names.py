@@ -46,6 +46,23 @@ def qualified_name(obj: Any) -> str | None:
     return f"{module}:{qualname}"
 
 
+def class_ref(cls: type) -> str | None:
+    """``module:qualname`` that finds the class ``cls`` again (an interpreter type without an
+    importable name of its own, ``NoneType``, ``mappingproxy``: the name the ``types`` module
+    gives it); None when nothing does (a class made inside a function)."""
+    ref = qualified_name(cls)
+    if ref is not None:
+        try:
+            if import_ref(ref) is cls:
+                return ref
+        except LookupError:
+            pass
+    import types
+
+    name = next((n for n, v in vars(types).items() if v is cls and not n.startswith("_")), None)
+    return None if name is None else f"types:{name}"
+
+
 def import_ref(ref: str) -> Any:
     """The object a ``module:qualname`` reference names, its module imported if need be;
     LookupError says why not."""

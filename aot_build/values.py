@@ -8,7 +8,7 @@ one-key object naming its kind, so a tuple never comes back as a list, nor 1.0 a
     {"dtype": "float32"}  {"device": "cuda:0"}  {"enum": "pkg.mod:Color", "name": "RED"}
     {"enum": "pkg.mod:Perm", "value": 3}  (a combination of flags)
     {"bytes": "<hex>"}  {"complex": [re, im]}  {"frozenset": [...]}  {"slice": [a, b, c]}
-    {"ellipsis": null}  {"numpy": "float32", "value": 2.0}
+    {"ellipsis": null}  {"numpy": "float32", "value": 2.0}  {"class": "pkg.mod:Config"}
 
 Guards also compare against sets (``{"set": [...]}``, with ``sets=True``): a set is mutable, so it
 is never a plain argument or output. Sets are stored in a fixed order (by their JSON text), so
@@ -23,7 +23,7 @@ import math
 import sys
 from typing import Any
 
-from .names import import_ref, qualified_name
+from .names import class_ref, import_ref, qualified_name
 
 
 class Unencodable(TypeError):
@@ -84,6 +84,11 @@ def encode(value: Any, sets: bool = False) -> Any:
             return {"enum": ref, "name": value.name}
         # a combination of flags (Flag.A | Flag.B): no member of its own, found by its value
         return {"enum": ref, "value": encode(value.value)}
+    if isinstance(value, type):  # a class found again by import (a key of a dispatch table)
+        ref = class_ref(value)
+        if ref is None:
+            raise Unencodable(f"class {value.__qualname__}, defined inside a function")
+        return {"class": ref}
     torch = sys.modules.get("torch")
     if torch is not None:
         if kind is torch.Size:
@@ -142,6 +147,14 @@ def decode(raw: Any) -> Any:
             return cls(decode(raw["value"])) if "value" in raw else cls[str(raw["name"])]
         except (LookupError, TypeError, ValueError) as exc:
             raise ValueError(f"enum {raw['enum']}.{raw.get('name', raw.get('value'))}: {exc}") from exc
+    if "class" in raw:
+        try:
+            cls = import_ref(str(raw["class"]))
+        except LookupError as exc:
+            raise ValueError(f"class {raw['class']}: {exc}") from exc
+        if not isinstance(cls, type):
+            raise ValueError(f"{raw['class']} is not a class")
+        return cls
     raise ValueError(f"not an encoded value: {_short(raw)}")
 
 

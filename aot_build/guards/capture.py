@@ -55,6 +55,7 @@ with a test (tests/unit/test_guards.py):
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sys
 import types
@@ -67,7 +68,7 @@ import torch
 
 from .. import values
 from ..errors import CompileError
-from ..names import import_ref
+from ..names import class_ref, import_ref
 from .checks import Check, defines, identity
 from .paths import ObjPath, PathError, dict_keys, resolve
 from .tree import TreeBuilder
@@ -202,6 +203,7 @@ def _dynamo_settings() -> Iterator[None]:
         _stdlib_reads_guarded(),
         _module_attributes_guarded(),
         _dict_keys_guarded(),
+        _dict_reads_guarded(),
     ):
         try:
             yield
@@ -257,6 +259,50 @@ def _dict_keys_guarded() -> Iterator[None]:
         return original(self, tx, name, args, kwargs)
 
     with mock.patch.object(ListVariable, "call_method", call_method):
+        yield
+
+
+@contextlib.contextmanager
+def _dict_reads_guarded() -> Iterator[None]:
+    """Two reads of a dict's keys that Dynamo (2.13) guards too little, or too much:
+
+    * an object's ``__dict__`` (``vars(obj)``) is read through Dynamo's table of side effects,
+      with no guard on its keys: a key read as missing (``obj.__dict__.get(k, default)``, a
+      descriptor's usual read; ``k in vars(obj)``) or the keys taken as a whole
+      (``len(vars(obj))``, a loop over its items) went unchecked. They get the guards that any
+      other dict gets;
+    * a class looked up in a table keyed by classes (``copy``'s and ``dataclasses``' dispatch
+      tables, keyed by ``type(x)``) and missing there: Dynamo guards every key of the table,
+      classes the manifest may not name (numpy's dtype classes); the key's absence is what the
+      trace relied on, and the class is named by its import path."""
+    from torch._dynamo.guards import install_guard
+    from torch._dynamo.variables.dicts import ConstDictVariable, DunderDictVariable
+
+    original = ConstDictVariable.install_dict_contains_guard
+
+    def contains_guard(self: Any, tx: Any, args: Any) -> None:
+        key = args[0]
+        cls = key.as_python_constant() if key.source is not None and key.is_python_constant() else None
+        if (
+            self.source is None
+            or not isinstance(cls, type)
+            or class_ref(cls) is None
+            or tx.output.side_effects.is_modified(self)
+            or key in self
+        ):
+            original(self, tx, args)
+            return
+        install_guard(self.make_guard(functools.partial(type(self).NOT_CONTAINS_GUARD, key=cls)))
+
+    with (
+        mock.patch.object(ConstDictVariable, "install_dict_contains_guard", contains_guard),
+        mock.patch.object(
+            DunderDictVariable,
+            "install_dict_keys_match_guard",
+            ConstDictVariable.install_dict_keys_match_guard,
+        ),
+        mock.patch.object(DunderDictVariable, "install_dict_contains_guard", contains_guard),
+    ):
         yield
 
 
@@ -939,6 +985,8 @@ class _Translator:
             S.CellContentsSource,
             S.GenericAttrSource,
         ):
+            if source.member == "__dict__":  # vars(obj): the dict step, stamped by the dict's tags
+                return base.child("dict")
             return base.child("getattr", source.member)
         if kind in (S.DictGetItemSource, S.DictSubclassGetItemSource):
             return base.child("item", self._key(source.index))

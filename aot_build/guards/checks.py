@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import values
-from ..names import import_ref, qualified_name
+from ..names import class_ref, import_ref, qualified_name
 from ..records import TupleRecord, record
 from .paths import dict_keys
 
@@ -341,6 +341,9 @@ def identity(value: Any) -> dict[str, Any] | None:
         return {"ref": f"{value.__name__}:"}
     if isinstance(value, types.CodeType):
         return {"code": code_fingerprint(value)}
+    if isinstance(value, type):
+        cls = class_ref(value)
+        return None if cls is None else {"ref": cls}
     ref = qualified_name(value)
     if ref is not None:
         try:
@@ -353,12 +356,6 @@ def identity(value: Any) -> dict[str, Any] | None:
         for attr in ("fget", "__func__"):
             if getattr(found, attr, None) is value:
                 return {"ref": f"{ref}.{attr}"}
-    if isinstance(value, type):
-        # an interpreter type without an importable name of its own (mappingproxy, method):
-        # the name the types module gives it
-        name = next((n for n, v in vars(types).items() if v is value and not n.startswith("_")), None)
-        if name is not None:
-            return {"ref": f"types:{name}"}
     name = getattr(value, "__name__", None)
     if isinstance(value, types.BuiltinFunctionType) and isinstance(name, str):
         # torch's operators are builtins of a hidden class (torch.clamp's __self__ is

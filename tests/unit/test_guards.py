@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import copyreg
 import functools
 import importlib
 import json
@@ -143,6 +144,17 @@ class _Patched:
 
     def remove(self) -> None:
         setattr(self.owner, self.name, self.old)
+
+
+class _Item:
+    """``mapping[key] = value`` until :meth:`remove` (for the standard library's tables)."""
+
+    def __init__(self, mapping: Any, key: Any, value: Any) -> None:
+        self.mapping, self.key = mapping, key
+        mapping[key] = value
+
+    def remove(self) -> None:
+        del self.mapping[self.key]
 
 
 def _doubled(call: Callable[..., Any]) -> Callable[..., Any]:
@@ -377,6 +389,23 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "requires_grad_branch",
         lambda m: m.FROZEN.requires_grad_(False),
         "guard_pkg.state.FROZEN.requires_grad is bool False, compiled for bool True",
+    ),
+    ("copied", lambda m: setattr(m.SETTINGS, "k", 3.0), "guard_pkg.state.SETTINGS.k is float 3.0"),
+    (
+        "copied",
+        lambda m: _Item(copyreg.dispatch_table, m.Settings, m.five),
+        "copy.dispatch_table now contains <class 'guard_pkg.state.Settings'> (it did not when compiled)",
+    ),
+    ("as_dict", lambda m: setattr(m.OPTIONS, "k", 3.0), "guard_pkg.state.OPTIONS.k is float 3.0"),
+    (
+        "instance_dict",
+        lambda m: setattr(m.WITH_DEFAULTS, "k", 3.0),
+        "guard_pkg.state.WITH_DEFAULTS.__dict__ has keys ['a', '_k'], compiled for ['a']",
+    ),
+    (
+        "instance_dict",
+        lambda m: setattr(m.WITH_DEFAULTS, "b", 3.0),
+        "guard_pkg.state.WITH_DEFAULTS.__dict__ has keys ['a', 'b'], compiled for ['a']",
     ),
     (
         "python_branch",

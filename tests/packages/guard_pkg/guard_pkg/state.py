@@ -3,6 +3,8 @@ each after "import" and checks that the guard tree notices."""
 
 import abc
 import collections
+import copy
+import dataclasses
 import enum
 import functools
 import math
@@ -651,3 +653,62 @@ PARAM = nn.Parameter(torch.ones(4))
 
 def parameter_branch(x: torch.Tensor) -> torch.Tensor:
     return x * PARAM if isinstance(PARAM, nn.Parameter) else x * PARAM * 2
+
+
+# -- copy.copy and dataclasses.asdict: the standard library's tables keyed by classes
+class Settings:
+    def __init__(self) -> None:
+        self.k = 2.0
+
+
+SETTINGS = Settings()
+
+
+def copied(x: torch.Tensor) -> torch.Tensor:
+    return x * copy.copy(SETTINGS).k
+
+
+def five(settings: Settings) -> tuple[type, tuple[()], dict[str, float]]:
+    """A copier registered for Settings (copyreg): its copies have k = 5."""
+    return Settings, (), {"k": 5.0}
+
+
+@dataclasses.dataclass
+class Options:
+    k: float = 2.0
+
+
+OPTIONS = Options()
+
+
+def as_dict(x: torch.Tensor) -> torch.Tensor:
+    return x * dataclasses.asdict(OPTIONS)["k"]
+
+
+# -- an object's __dict__ read as a mapping: a descriptor's default, the number of attributes
+class Defaulted:
+    def __init__(self, default: float) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = "_" + name
+
+    def __get__(self, obj: object, cls: type | None = None) -> float:
+        return obj.__dict__.get(self.name, self.default)
+
+    def __set__(self, obj: object, value: float) -> None:
+        obj.__dict__[self.name] = value
+
+
+class WithDefaults:
+    k = Defaulted(2.0)
+
+    def __init__(self) -> None:
+        self.a = 1.0
+
+
+WITH_DEFAULTS = WithDefaults()
+
+
+def instance_dict(x: torch.Tensor) -> torch.Tensor:
+    return x * WITH_DEFAULTS.k + len(vars(WITH_DEFAULTS))
