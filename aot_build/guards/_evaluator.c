@@ -329,9 +329,12 @@ static int same(PyObject *a, PyObject *b) {
 }
 
 static int dict_keys_are(PyObject *obj, PyObject *want) {
-    if (!PyDict_Check(obj) && !Py_IS_TYPE(obj, &PyDictProxy_Type)) return 0;  /* a dict, or a read-only view of one */
+    /* a dict, a read-only view of one, or a set (its elements in iteration order) */
+    if (!PyDict_Check(obj) && !Py_IS_TYPE(obj, &PyDictProxy_Type) && !PyAnySet_Check(obj)) return 0;
     PyObject *keys;
-    if (PyDict_CheckExact(obj)) {
+    if (PyAnySet_Check(obj)) {
+        keys = PySequence_List(obj);
+    } else if (PyDict_CheckExact(obj)) {
         keys = PyDict_Keys(obj);
     } else {
         PyObject *view = PyObject_CallMethodNoArgs(obj, str_keys);

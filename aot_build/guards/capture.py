@@ -9,8 +9,14 @@ both into the portable form the manifest carries (:mod:`.paths`, :mod:`.checks`)
 checks every such read on each call; a read that cannot be carried is refused here, with an
 error naming it and the fix. Tensors read from outside the arguments are the entry's weights.
 
-Dynamo is the source, not a complete one: fourteen reads it does not guard are closed here, each
+Dynamo is the source, not a complete one: the reads it does not guard are closed here, each
 with a test (tests/unit/test_guards.py):
+
+* an object's ``__dict__`` read as a mapping (``obj.__dict__.get(k, default)``,
+  ``len(vars(obj))``): Dynamo reads it through its side-effect table and guards no key;
+* a set's iteration order (``list(S)``, ``a, b = S``): Dynamo guards the elements only, and a
+  set of strings iterates in another order in each process;
+* ``w.requires_grad`` of a weight: answered from the tensor Dynamo wrapped;
 
 * state read only where ``torch.compiler.is_compiling()`` is False: the function is traced again
   with that answer, as it runs as Python (:func:`_python_branches`);
@@ -611,6 +617,26 @@ def _compiling_answered(
 
 
 @contextlib.contextmanager
+def _set_orders_recorded() -> Iterator[None]:
+    """Dynamo (2.13) guards a set by its elements; a ``for`` loop over it marks its iteration
+    order as relied on too (``guard_on_key_order``), but ``list(S)``, ``tuple(S)``, ``a, b = S``
+    and ``",".join(S)`` unpack it without: an equal set in another order (refilled, or a set of
+    strings in another process, whose hashes differ) gave another result. Mark them too."""
+    from torch._dynamo.source import is_constant_source
+    from torch._dynamo.variables.sets import SetVariable
+
+    original = SetVariable.unpack_var_sequence
+
+    def unpacked(self: Any, tx: Any) -> Any:
+        if self.source is not None and not is_constant_source(self.source):
+            tx.output.guard_on_key_order.add(self.source)
+        return original(self, tx)
+
+    with mock.patch.object(SetVariable, "unpack_var_sequence", unpacked):
+        yield
+
+
+@contextlib.contextmanager
 def _requires_grad_reads_recorded(found: dict[Any, None]) -> Iterator[None]:
     """Dynamo (2.13) answers ``w.requires_grad`` from the tensor it wrapped, guarded by the
     tensor's own guard, which for a weight becomes a check of its identity (``w.requires_grad_(
@@ -715,6 +741,8 @@ class _Recorded:
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
+    #: the source of each set (or dict) whose iteration order the trace relied on.
+    key_order: set[Any] = field(default_factory=set)
     #: the source of each tensor whose ``requires_grad`` the trace read.
     requires_grad: dict[Any, None] = field(default_factory=dict)
     #: where ``torch.compiler.is_compiling()`` answers True; None: everywhere, as Dynamo does.
@@ -750,6 +778,7 @@ class _Recorded:
             _class_lookups_recorded(self.class_lookups),
             _compiling_answered(self.compiled_at, self.compiling_asked),
             _requires_grad_reads_recorded(self.requires_grad),
+            _set_orders_recorded(),
         ):
             yield
 
@@ -844,6 +873,7 @@ def _trace(
         except Exception as exc:
             raise _TraceFailed(_trace_failure(where, exc), _reason(exc)) from exc
     g = out.graph_capture_output
+    recorded.key_order.update(g.output_graph.guard_on_key_order)
     installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
     sources = dict(g.import_sources)
     translator = _Translator(fn, self_obj, module.__name__, installed, sources, where, adding_to)
@@ -1095,6 +1125,8 @@ class _Translator:
             self._each(self._class_test, test, source, cls)
         for source in recorded.requires_grad:
             self._each(self._requires_grad, source)
+        for source in recorded.key_order:
+            self._each(self._set_order, source)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -1135,6 +1167,13 @@ class _Translator:
         path = self.path(source)
         if path is not None:
             self.builder.add(path.child("type"), Check("defines", [name, defined]))
+
+    def _set_order(self, source: Any) -> None:
+        path = self.path(source)
+        if path is not None:
+            value = self.value(path)
+            if isinstance(value, (set, frozenset)):  # a dict's keys are guarded in order already
+                self.builder.add(path, Check("keys", self._encode(dict_keys(value), path)))
 
     def _requires_grad(self, source: Any) -> None:
         path = self.path(source)
@@ -1182,9 +1221,9 @@ class _Translator:
         elif kind in ("DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "SEQUENCE_LENGTH"):
             value = self.value(path)
             add(path, Check("type", self._class_ref(type(value), path)))
-            # a non-empty dict's length is guarded where Dynamo unpacked its keys (list(d),
-            # [*d]): its keys, in order, are what the trace relied on
-            if kind == "SEQUENCE_LENGTH" and not (isinstance(value, dict) and value):
+            # a non-empty dict's (or set's) length is guarded where Dynamo unpacked its keys
+            # (list(d), [*d], tuple(S)): its keys, in order, are what the trace relied on
+            if kind == "SEQUENCE_LENGTH" and not (isinstance(value, (dict, set, frozenset)) and value):
                 add(path, Check("len", len(value)))
                 return
             add(

@@ -102,11 +102,13 @@ def _len(obj: Any, n: Any) -> bool:
 
 #: What a ``keys`` check applies to: dicts and read-only views of one (``types.MappingProxyType``).
 _MAPPINGS = (dict, types.MappingProxyType)
+#: What a ``keys`` check reads: a mapping's keys, or a set's elements, in iteration order.
+_KEYED = (*_MAPPINGS, set, frozenset)
 
 
 def _keys(obj: Any, keys: Any) -> bool:
     try:
-        return isinstance(obj, _MAPPINGS) and values.same(dict_keys(obj), keys)
+        return isinstance(obj, _KEYED) and values.same(dict_keys(obj), keys)
     except Exception:  # a subclass's keys() that fails: not the keys compiled for
         return False
 
@@ -209,6 +211,15 @@ def _explain_len(label: str, obj: Any, expect: Any) -> str:
 
 def _explain_keys(label: str, obj: Any, expect: Any) -> str:
     keys = values.decode(expect)
+    if isinstance(obj, (set, frozenset)):
+        hint = ""
+        same_elements = sorted(map(repr, keys)) == sorted(map(repr, obj))
+        if same_elements and any(isinstance(k, (str, bytes)) for k in keys):
+            hint = (
+                " (a set of strings iterates in another order in each process, as strings hash "
+                "differently: iterate a tuple, a list or sorted(...) of it)"
+            )
+        return f"{label} iterates as {values.describe(list(obj))}, compiled for {values.describe(keys)}{hint}"
     found = dict_keys(obj) if isinstance(obj, _MAPPINGS) else f"a {type(obj).__name__}"
     return f"{label} has keys {values.describe(found)}, compiled for {values.describe(keys)}"
 
@@ -263,7 +274,14 @@ KINDS: dict[str, Kind] = {
         ),
         Kind("eq", 3, values.same, _explain_eq, _decoded, "equals the value, same types throughout"),
         Kind("len", 4, _len, _explain_len, lambda e, f: int(e), "has that many items"),
-        Kind("keys", 5, _keys, _explain_keys, _decoded, "is a dict with exactly these keys, in order"),
+        Kind(
+            "keys",
+            5,
+            _keys,
+            _explain_keys,
+            _decoded,
+            "is a dict with these keys (a set: elements), in order",
+        ),
         Kind("has", 6, _has, _explain_has, _decoded, "contains the key"),
         Kind("lacks", 7, lambda o, k: not _has(o, k), _explain_lacks, _decoded, "does not contain the key"),
         Kind("hasattr", 8, _hasattr, _explain_hasattr, _bind_hasattr, "has (or has not) the attribute"),

@@ -65,7 +65,9 @@ class PathError(LookupError):
 def dict_keys(obj: Any) -> list[Any]:
     """A mapping's keys in the order iterating it gives them: a subclass's own (an
     OrderedDict after ``move_to_end``), as the C evaluator reads them; a plain dict's without
-    calling anything."""
+    calling anything. A set's elements, in the order it iterates them in this process."""
+    if isinstance(obj, (set, frozenset)):
+        return list(obj)
     return list(dict.keys(obj) if type(obj) is dict else obj.keys())
 
 

@@ -113,6 +113,10 @@ def weight_problem(t: Any, spec: TensorSpec) -> str | None:
     """What makes ``t`` unusable as a weight compiled for ``spec`` (None: it fits)."""
     if type(t) not in _TENSOR_TYPES:
         return f"is a {type(t).__name__}, compiled for a tensor"
+    if t.layout != torch.strided:  # sparse, mkldnn: no strides to compare
+        return f"has layout {t.layout}, compiled for torch.strided"
+    if t.is_neg():  # a lazily negated view (.conj().imag): the library would read it unnegated
+        return "is a negated view (its neg bit is set), compiled for a plain tensor: call .resolve_neg()"
     if spec.parameter is not None and isinstance(t, torch.nn.Parameter) != spec.parameter:
         compiled = "an nn.Parameter" if spec.parameter else "a plain tensor"
         return f"is a {type(t).__name__}, compiled for {compiled}"

@@ -408,6 +408,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.WITH_DEFAULTS.__dict__ has keys ['a', 'b'], compiled for ['a']",
     ),
     (
+        "set_unpacked",
+        lambda m: setattr(m, "MODES", {9, 1}),
+        "guard_pkg.state.MODES iterates as [9, 1], compiled for [1, 9]",
+    ),
+    ("set_loop", lambda m: setattr(m, "MODES", {9, 1}), "guard_pkg.state.MODES iterates as [9, 1]"),
+    (
         "python_branch",
         lambda m: setattr(m.ATTENTION, "is_causal", False),
         "guard_pkg.state.ATTENTION.is_causal is bool False, compiled for bool True",
@@ -519,6 +525,32 @@ def test_a_weight_replaced_by_another_kind_of_tensor_is_not_used(pkg: types.Modu
     assert pkg.parameter_branch(X).equal(X * 2)
     assert cache.read(None) == "weight guard_pkg.state.PARAM is a Tensor, compiled for an nn.Parameter"
     assert isinstance(WeightCache([old], lambda: ["PARAM"], lambda _: [pkg.PARAM]).read(None), Held)
+
+
+def test_a_set_of_strings_in_another_order_names_the_fix() -> None:
+    """A set of strings iterates in another order in each process (string hashes are seeded
+    per process): the build's order fails the check there, and the message says why."""
+    names = {"alpha", "beta", "gamma"}
+    other_order = values.encode(list(reversed(list(names))))
+    keys = KINDS["keys"]
+    assert not keys.holds(names, keys.bind(other_order, names))
+    explained = keys.explain("pkg.NAMES", names, other_order)
+    assert "pkg.NAMES iterates as " in explained
+    assert "a set of strings iterates in another order in each process" in explained
+
+
+def test_a_weight_replaced_by_a_sparse_or_negated_tensor_is_not_used() -> None:
+    """A sparse tensor has no strides (reading them raised out of the user's call); a lazily
+    negated view of the right shape would be read unnegated by the library."""
+    weight = torch.randn(3, 3)
+    now: list[torch.Tensor] = [weight]
+    cache = WeightCache([tensor_spec(weight)], lambda: ["pkg.W"], lambda _: list(now))
+    assert isinstance(cache.read(None), Held)
+    now[0] = weight.to_sparse_csr()
+    assert cache.read(None) == "weight pkg.W has layout torch.sparse_csr, compiled for torch.strided"
+    now[0] = torch.randn(3, 3, dtype=torch.complex64).conj().imag
+    assert now[0].is_neg()
+    assert "weight pkg.W is a negated view (its neg bit is set)" in str(cache.read(None))
 
 
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:

@@ -712,3 +712,19 @@ WITH_DEFAULTS = WithDefaults()
 
 def instance_dict(x: torch.Tensor) -> torch.Tensor:
     return x * WITH_DEFAULTS.k + len(vars(WITH_DEFAULTS))
+
+
+# -- a set iterated: its order (an equal set may iterate in another order; a set of strings
+# does in every process, as strings hash differently)
+MODES = {1, 9}
+
+
+def set_unpacked(x: torch.Tensor) -> torch.Tensor:
+    first, _ = MODES
+    return x * first
+
+
+def set_loop(x: torch.Tensor) -> torch.Tensor:
+    for mode in MODES:
+        x = x * mode + 1
+    return x
