@@ -17,6 +17,8 @@ with a test (tests/unit/test_guards.py):
 * a set's iteration order (``list(S)``, ``a, b = S``): Dynamo guards the elements only, and a
   set of strings iterates in another order in each process;
 * ``w.requires_grad`` of a weight: answered from the tensor Dynamo wrapped;
+* what the function finds on the class of an object it creates (``Helper().scale()``), or of a
+  ``NamedTuple``: Dynamo guards the class's identity only;
 
 * state read only where ``torch.compiler.is_compiling()`` is False: the function is traced again
   with that answer, as it runs as Python (:func:`_python_branches`);
@@ -154,6 +156,15 @@ def _reason(exc: BaseException) -> str:
         if line.strip().startswith("Explanation:"):
             return line.strip()[len("Explanation:") :].strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:200]
+
+
+def _constant_set(value: Any) -> bool:
+    """A set of plain values (numbers, strings, tuples of them), which Dynamo takes as one
+    constant: its length is guarded where it was unpacked. (Dynamo guards a set of other objects
+    by length and element by element, wherever it is read.)"""
+    return isinstance(value, (set, frozenset)) and all(
+        isinstance(v, (int, float, str, bytes, tuple, type(None))) for v in value
+    )
 
 
 def _site(tx: Any) -> _Site | None:
@@ -637,6 +648,41 @@ def _set_orders_recorded() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
+    """Dynamo (2.13) guards the class of an object the function creates (``Helper()``), not
+    what it then finds on that class: a method, ``__init__``, ``__call__``, a property, replaced
+    after import, went unseen (the object has no source of its own); nor for an object without
+    an instance dict (a NamedTuple's method). Record each name looked up on such an object, with
+    the class's source, for the translator to check on the class."""
+    from torch._dynamo.source import TypeSource
+    from torch._dynamo.variables.user_defined import UserDefinedObjectVariable
+
+    getattr_original = UserDefinedObjectVariable.var_getattr
+    method_original = UserDefinedObjectVariable.call_method
+
+    def record(self: Any, name: str) -> None:
+        if self.source is None:
+            if self.cls_source is not None:
+                found[(self.cls_source, name)] = None
+        elif not hasattr(self.value, "__dict__"):  # a NamedTuple's: Dynamo guards no instance dict
+            found[(TypeSource(self.source), name)] = None
+
+    def var_getattr(self: Any, tx: Any, name: str) -> Any:
+        record(self, name)
+        return getattr_original(self, tx, name)
+
+    def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        record(self, name)
+        return method_original(self, tx, name, args, kwargs)
+
+    with (
+        mock.patch.object(UserDefinedObjectVariable, "var_getattr", var_getattr),
+        mock.patch.object(UserDefinedObjectVariable, "call_method", call_method),
+    ):
+        yield
+
+
+@contextlib.contextmanager
 def _requires_grad_reads_recorded(found: dict[Any, None]) -> Iterator[None]:
     """Dynamo (2.13) answers ``w.requires_grad`` from the tensor it wrapped, guarded by the
     tensor's own guard, which for a weight becomes a check of its identity (``w.requires_grad_(
@@ -741,6 +787,8 @@ class _Recorded:
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
+    #: (class's source, name) of each name looked up on an object the function created.
+    new_objects: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: the source of each set (or dict) whose iteration order the trace relied on.
     key_order: set[Any] = field(default_factory=set)
     #: the source of each tensor whose ``requires_grad`` the trace read.
@@ -779,6 +827,7 @@ class _Recorded:
             _compiling_answered(self.compiled_at, self.compiling_asked),
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
+            _new_objects_recorded(self.new_objects),
         ):
             yield
 
@@ -1127,6 +1176,8 @@ class _Translator:
             self._each(self._requires_grad, source)
         for source in recorded.key_order:
             self._each(self._set_order, source)
+        for source, name in recorded.new_objects:
+            self._each(self._new_object_read, source, name)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -1220,19 +1271,17 @@ class _Translator:
                 self._equals(path, value)
         elif kind in ("DICT_KEYS_MATCH", "MAPPING_KEYS_CHECK", "SEQUENCE_LENGTH"):
             value = self.value(path)
+            if isinstance(value, (set, frozenset)) and not _constant_set(value):
+                # a set of other objects: Dynamo guards each element too, by a source
+                # (list(S)[i], in this process's order) that is refused or left unchecked
+                return
             add(path, Check("type", self._class_ref(type(value), path)))
-            # a non-empty dict's (or set's) length is guarded where Dynamo unpacked its keys
-            # (list(d), [*d], tuple(S)): its keys, in order, are what the trace relied on
+            # a non-empty dict's (or constant set's) length is guarded where Dynamo unpacked its
+            # keys (list(d), [*d], tuple(S)): its keys, in order, are what the trace relied on
             if kind == "SEQUENCE_LENGTH" and not (isinstance(value, (dict, set, frozenset)) and value):
                 add(path, Check("len", len(value)))
                 return
-            add(
-                path,
-                Check(
-                    "keys",
-                    self._encode(dict_keys(value), path),
-                ),
-            )
+            add(path, Check("keys", self._encode(dict_keys(value), path)))
         elif kind in ("DICT_CONTAINS", "SET_CONTAINS", "DICT_NOT_CONTAINS", "SET_NOT_CONTAINS"):
             key = keywords.get("key")
             present = key in self.value(path)
@@ -1366,9 +1415,34 @@ class _Translator:
             return
         self._class_attrs.add((path, attr))
         cls = type(self.value(path))
-        if not any(attr in vars(k) for k in cls.__mro__):
+        if any(attr in vars(k) for k in cls.__mro__):
+            self._on_class(path.child("type"), cls, attr)
+
+    def _new_object_read(self, source: Any, attr: str) -> None:
+        """``attr`` looked up on an object the function created (or one without an instance
+        dict), of the class at ``source``: what the class gives for it (its own or a base's,
+        not the interpreter's) is checked, and a function's defaults."""
+        path = self.path(source)
+        if path is None or (path, attr) in self._class_attrs:
             return
-        found = path.child("type").child("getattr", attr)
+        self._class_attrs.add((path, attr))
+        cls = self.value(path)
+        owner = next((k for k in cls.__mro__ if attr in vars(k)), None) if isinstance(cls, type) else None
+        if owner is None or owner.__module__ == "builtins":
+            return
+        if isinstance(vars(owner)[attr], (types.GetSetDescriptorType, types.MemberDescriptorType)):
+            return  # the instance's own storage (__dict__, a slot), not something the class gives
+        self._on_class(path, cls, attr)
+        value = vars(owner)[attr]
+        if isinstance(value, types.FunctionType):  # its defaults, which the trace took as they were
+            found = path.child("getattr", attr)
+            for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
+                if defaults is not None and values.is_plain(defaults):
+                    self._equals(found.child(step), defaults)
+
+    def _on_class(self, found_cls: ObjPath, cls: type, attr: str) -> None:
+        """Check that the class at ``found_cls`` (``cls`` now) still gives ``attr`` as it does."""
+        found = found_cls.child("getattr", attr)
         value = getattr(cls, attr)
         if isinstance(value, property):
             if value.fget is not None:

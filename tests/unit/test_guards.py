@@ -414,6 +414,26 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("set_loop", lambda m: setattr(m, "MODES", {9, 1}), "guard_pkg.state.MODES iterates as [9, 1]"),
     (
+        "created",
+        lambda m: setattr(m.Helper, "scale", lambda self: 5.0),
+        "guard_pkg.state.Helper.scale was replaced",
+    ),
+    (
+        "created",
+        lambda m: setattr(m.Helper.__init__, "__defaults__", (3.0,)),
+        "guard_pkg.state.Helper.__init__.__defaults__ is tuple (3.0,), compiled for tuple (2.0,)",
+    ),
+    (
+        "created",
+        lambda m: setattr(m.Helper, "__call__", lambda self, x: x),
+        "guard_pkg.state.Helper.__call__ was replaced",
+    ),
+    (
+        "named_tuple_method",
+        lambda m: setattr(m.Limits, "doubled", lambda self: 1.0),
+        "type(guard_pkg.state.LIMITS).doubled was replaced",
+    ),
+    (
         "python_branch",
         lambda m: setattr(m.ATTENTION, "is_causal", False),
         "guard_pkg.state.ATTENTION.is_causal is bool False, compiled for bool True",

@@ -728,3 +728,35 @@ def set_loop(x: torch.Tensor) -> torch.Tensor:
     for mode in MODES:
         x = x * mode + 1
     return x
+
+
+# -- objects the function creates: what it finds on their class (a method, __init__ and its
+# defaults, __call__); a NamedTuple's method (no instance dict)
+class Helper:
+    def __init__(self, k: float = 2.0) -> None:
+        self.k = k
+
+    def scale(self) -> float:
+        return self.k
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k
+
+
+def created(x: torch.Tensor) -> torch.Tensor:
+    helper = Helper()
+    return helper(x) + helper.scale()
+
+
+class Limits(typing.NamedTuple):
+    low: float = 2.0
+
+    def doubled(self) -> float:
+        return self.low * 2
+
+
+LIMITS = Limits()
+
+
+def named_tuple_method(x: torch.Tensor) -> torch.Tensor:
+    return x * LIMITS.doubled()
