@@ -683,6 +683,60 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _metaclass_reads_recorded(found: dict[tuple[Any, str], None], calls: dict[type, None]) -> Iterator[None]:
+    """Dynamo (2.13) answers a class attribute that the class gets from its metaclass
+    (``Meta.SCALE`` read as ``Cls.SCALE``) with no guard but the class's identity: the
+    metaclass's value changed, or the class given one of its own, went unseen. Record each such
+    read with the class's source. And it traces a class call as ``type.__call__`` (``__new__``
+    and ``__init__``) even where the metaclass defines its own ``__call__`` (a singleton, a
+    factory of defaults), so the trace computes another object than Python makes: record each
+    such class, for the translator to refuse."""
+    from torch._dynamo.variables.user_defined import (
+        NO_SUCH_SUBOBJ,
+        UserDefinedClassVariable,
+        is_data_descriptor,
+    )
+
+    getattr_original = UserDefinedClassVariable.var_getattr
+    call_original = UserDefinedClassVariable.call_function
+
+    def var_getattr(self: Any, tx: Any, name: str) -> Any:
+        if self.source is not None and type(self.value) is not type:
+            meta_attr = self.lookup_metaclass_attr(name)
+            if (
+                meta_attr is not NO_SUCH_SUBOBJ
+                and not is_data_descriptor(meta_attr)
+                and self.lookup_cls_mro_attr(name) is NO_SUCH_SUBOBJ
+            ):
+                found[(self.source, name)] = None
+        return getattr_original(self, tx, name)
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        if _own_metaclass_call(self.value):
+            calls[self.value] = None
+        return call_original(self, tx, args, kwargs)
+
+    with (
+        mock.patch.object(UserDefinedClassVariable, "var_getattr", var_getattr),
+        mock.patch.object(UserDefinedClassVariable, "call_function", call_function),
+    ):
+        yield
+
+
+def _own_metaclass_call(cls: Any) -> bool:
+    """Whether calling ``cls`` runs a ``__call__`` its metaclass defines in Python, outside the
+    standard library and torch (whose metaclasses Dynamo models: ``EnumMeta``, ``ABCMeta``)."""
+    if not isinstance(cls, type) or type(cls) is type:
+        return False
+    meta: type = type(cls)
+    call = next((vars(k)["__call__"] for k in meta.__mro__ if "__call__" in vars(k)), None)
+    if not isinstance(call, types.FunctionType):
+        return False
+    top = str(call.__module__).split(".")[0]
+    return top not in sys.stdlib_module_names and top != "torch"
+
+
+@contextlib.contextmanager
 def _requires_grad_reads_recorded(found: dict[Any, None]) -> Iterator[None]:
     """Dynamo (2.13) answers ``w.requires_grad`` from the tensor it wrapped, guarded by the
     tensor's own guard, which for a weight becomes a check of its identity (``w.requires_grad_(
@@ -787,6 +841,10 @@ class _Recorded:
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
+    #: (class's source, name) of each class attribute the class gets from its metaclass.
+    metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
+    #: each class called whose metaclass defines its own ``__call__``.
+    metaclass_calls: dict[type, None] = field(default_factory=dict)
     #: (class's source, name) of each name looked up on an object the function created.
     new_objects: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: the source of each set (or dict) whose iteration order the trace relied on.
@@ -828,6 +886,7 @@ class _Recorded:
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
             _new_objects_recorded(self.new_objects),
+            _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
         ):
             yield
 
@@ -1178,6 +1237,10 @@ class _Translator:
             self._each(self._set_order, source)
         for source, name in recorded.new_objects:
             self._each(self._new_object_read, source, name)
+        for source, name in recorded.metaclass_reads:
+            self._each(self._metaclass_read, source, name)
+        for cls in recorded.metaclass_calls:
+            self._each(self._metaclass_call, cls)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -1439,6 +1502,26 @@ class _Translator:
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
                 if defaults is not None and values.is_plain(defaults):
                     self._equals(found.child(step), defaults)
+
+    def _metaclass_read(self, source: Any, attr: str) -> None:
+        """``attr`` read on the class at ``source``, which gets it from its metaclass: the class
+        (and its bases) still lack it, and the metaclass still gives the same thing."""
+        path = self.path(source)
+        if path is None:
+            return
+        cls = self.value(path)
+        self.builder.add(path, Check("defines", [attr, False]))
+        self._on_class(path.child("type"), type(cls), attr)
+
+    def _metaclass_call(self, cls: type) -> None:
+        meta = type(cls)
+        raise CaptureError(
+            f"{self.where}: calls {cls.__qualname__}(), whose metaclass {meta.__module__}."
+            f"{meta.__qualname__} defines its own __call__ (a singleton, defaults filled in); "
+            "torch.compile's tracer follows type.__call__ instead, so what it read is not what "
+            "the call does.\n  make the object at import and read it from a module global, or "
+            "create it with a function (a factory) instead of a metaclass"
+        )
 
     def _on_class(self, found_cls: ObjPath, cls: type, attr: str) -> None:
         """Check that the class at ``found_cls`` (``cls`` now) still gives ``attr`` as it does."""

@@ -434,6 +434,16 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "type(guard_pkg.state.LIMITS).doubled was replaced",
     ),
     (
+        "metaclass_attribute",
+        lambda m: setattr(m.Registry, "SCALE", 3.0),
+        "type(guard_pkg.state.Registered).SCALE is float 3.0, compiled for float 2.0",
+    ),
+    (
+        "metaclass_attribute",
+        lambda m: setattr(m.Registered, "SCALE", 3.0),
+        "guard_pkg.state.Registered.SCALE is now defined by the class or a base",
+    ),
+    (
         "python_branch",
         lambda m: setattr(m.ATTENTION, "is_causal", False),
         "guard_pkg.state.ATTENTION.is_causal is bool False, compiled for bool True",
@@ -673,6 +683,11 @@ def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType
 
 
 REFUSED = [
+    (
+        "singleton",
+        "calls Only(), whose metaclass guard_pkg.state.Singleton defines its own __call__",
+        "make the object at import and read it from a module global",
+    ),
     (
         "numpy_array",
         "reads the numpy array guard_pkg.state.NP_TABLE (4,) float32",

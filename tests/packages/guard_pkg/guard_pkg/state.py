@@ -760,3 +760,34 @@ LIMITS = Limits()
 
 def named_tuple_method(x: torch.Tensor) -> torch.Tensor:
     return x * LIMITS.doubled()
+
+
+# -- a class attribute the class gets from its metaclass; a metaclass's own __call__ (refused)
+class Registry(type):
+    SCALE = 2.0
+
+
+class Registered(metaclass=Registry):
+    pass
+
+
+def metaclass_attribute(x: torch.Tensor) -> torch.Tensor:
+    return x * Registered.SCALE
+
+
+class Singleton(type):
+    instances: typing.ClassVar[dict[type, object]] = {}
+
+    def __call__(cls, *args: object) -> object:
+        if cls not in Singleton.instances:
+            Singleton.instances[cls] = super().__call__(*args)
+        return Singleton.instances[cls]
+
+
+class Only(metaclass=Singleton):
+    def __init__(self) -> None:
+        self.k = 2.0
+
+
+def singleton(x: torch.Tensor) -> torch.Tensor:
+    return x * Only().k
