@@ -1490,8 +1490,15 @@ class _Translator:
             return
         self._class_attrs.add((path, attr))
         cls = self.value(path)
-        owner = next((k for k in cls.__mro__ if attr in vars(k)), None) if isinstance(cls, type) else None
-        if owner is None or owner.__module__ == "builtins":
+        if not isinstance(cls, type):
+            return
+        owner = next((k for k in cls.__mro__ if attr in vars(k)), None)
+        if owner is None:  # the instance's own (set by __init__), or a __getattr__'s answer
+            self.builder.add(path, Check("defines", [attr, False]))
+            if isinstance(getattr(cls, "__getattr__", None), types.FunctionType):
+                self._on_class(path, cls, "__getattr__")
+            return
+        if owner.__module__ == "builtins":
             return
         if isinstance(vars(owner)[attr], (types.GetSetDescriptorType, types.MemberDescriptorType)):
             return  # the instance's own storage (__dict__, a slot), not something the class gives

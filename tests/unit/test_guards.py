@@ -434,6 +434,16 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "type(guard_pkg.state.LIMITS).doubled was replaced",
     ),
     (
+        "created_fallback",
+        lambda m: setattr(m.Fallback, "__getattr__", lambda self, name: 3.0),
+        "guard_pkg.state.Fallback.__getattr__ was replaced",
+    ),
+    (
+        "created_fallback",
+        lambda m: setattr(m.Fallback, "anything", 3.0),
+        "guard_pkg.state.Fallback.anything is now defined by the class or a base",
+    ),
+    (
         "metaclass_attribute",
         lambda m: setattr(m.Registry, "SCALE", 3.0),
         "type(guard_pkg.state.Registered).SCALE is float 3.0, compiled for float 2.0",

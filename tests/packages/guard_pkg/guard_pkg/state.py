@@ -791,3 +791,13 @@ class Only(metaclass=Singleton):
 
 def singleton(x: torch.Tensor) -> torch.Tensor:
     return x * Only().k
+
+
+# -- an object the function creates, whose class answers a missing attribute (__getattr__)
+class Fallback:
+    def __getattr__(self, name: str) -> float:
+        return 2.0
+
+
+def created_fallback(x: torch.Tensor) -> torch.Tensor:
+    return x * Fallback().anything
