@@ -19,6 +19,9 @@ with a test (tests/unit/test_guards.py):
 * ``w.requires_grad`` of a weight: answered from the tensor Dynamo wrapped;
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
+* a class attribute the class gets from its metaclass: no guard at all;
+* the functions torch's own Python functions read when Dynamo runs them whole in the graph
+  (``F.multi_head_attention_forward`` calls ``scaled_dot_product_attention``);
 
 * state read only where ``torch.compiler.is_compiling()`` is False: the function is traced again
   with that answer, as it runs as Python (:func:`_python_branches`);
@@ -77,7 +80,7 @@ import torch
 from .. import values
 from ..errors import CompileError
 from ..names import class_ref, import_ref
-from .checks import Check, defines, identity
+from .checks import MISSING, Check, defines, identity
 from .paths import ObjPath, PathError, dict_keys, resolve
 from .tree import TreeBuilder
 
@@ -737,6 +740,61 @@ def _own_metaclass_call(cls: Any) -> bool:
 
 
 @contextlib.contextmanager
+def _torch_functions_recorded(found: dict[Any, None]) -> Iterator[None]:
+    """Dynamo (2.13) puts calls of many of torch's own Python functions into the graph whole
+    (``F.relu``, ``F.layer_norm``, ``F.multi_head_attention_forward``), guarding the function's
+    identity but nothing it reads when it runs: ``F.scaled_dot_product_attention`` replaced after
+    import (an attention kernel patched in) changes what ``nn.MultiheadAttention`` computes, and
+    went unseen. Record each such function, for the translator to check the functions it reads
+    from its module's globals (:func:`_functions_read`)."""
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    original = TorchInGraphFunctionVariable.call_function
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        if isinstance(self.value, types.FunctionType):
+            found[self.value] = None
+        return original(self, tx, args, kwargs)
+
+    with mock.patch.object(TorchInGraphFunctionVariable, "call_function", recorded):
+        yield
+
+
+def _functions_read(fn: types.FunctionType) -> Iterator[tuple[ObjPath, Any]]:
+    """The callables ``fn``'s code reads from its module's globals, directly or as an attribute
+    of a module held there (``torch.relu``), each with its path: read from the bytecode, since
+    the function runs unseen by the tracer."""
+    import dis
+
+    codes = [fn.__code__]
+    while codes:
+        code = codes.pop()
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        path: ObjPath | None = None
+        value: Any = None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "LOAD_GLOBAL" and ins.argval in fn.__globals__:
+                if path is not None and callable(value):
+                    yield path, value
+                path, value = ObjPath(("global", fn.__module__, ins.argval)), fn.__globals__[ins.argval]
+                continue
+            if (
+                ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
+                and path is not None
+                and isinstance(value, types.ModuleType)
+            ):
+                attr = getattr(value, ins.argval, MISSING)
+                if attr is not MISSING:
+                    path, value = path.child("getattr", ins.argval), attr
+                    continue
+            if path is not None and callable(value) and not isinstance(value, types.ModuleType):
+                yield path, value
+            path = None
+        if path is not None and callable(value) and not isinstance(value, types.ModuleType):
+            yield path, value
+
+
+@contextlib.contextmanager
 def _requires_grad_reads_recorded(found: dict[Any, None]) -> Iterator[None]:
     """Dynamo (2.13) answers ``w.requires_grad`` from the tensor it wrapped, guarded by the
     tensor's own guard, which for a weight becomes a check of its identity (``w.requires_grad_(
@@ -841,6 +899,8 @@ class _Recorded:
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
+    #: each of torch's Python functions the trace put into the graph whole.
+    torch_functions: dict[Any, None] = field(default_factory=dict)
     #: (class's source, name) of each class attribute the class gets from its metaclass.
     metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: each class called whose metaclass defines its own ``__call__``.
@@ -887,6 +947,7 @@ class _Recorded:
             _set_orders_recorded(),
             _new_objects_recorded(self.new_objects),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
+            _torch_functions_recorded(self.torch_functions),
         ):
             yield
 
@@ -1068,6 +1129,7 @@ class _Translator:
             self._weights: dict[int, tuple[list[ObjPath], torch.Tensor]] = {}
             self._class_attrs: set[tuple[ObjPath, str]] = set()
             self._attr_functions: set[ObjPath] = set()
+            self._torch_functions_seen: set[Any] = set()
             self._traced_code: list[types.CodeType] = []
             self._answered: list[Any] = []
         else:  # a second trace of the same function: its guards join the first's
@@ -1075,6 +1137,7 @@ class _Translator:
             self._weights = adding_to._weights
             self._class_attrs = adding_to._class_attrs
             self._attr_functions = adding_to._attr_functions
+            self._torch_functions_seen = adding_to._torch_functions_seen
             self._traced_code = adding_to._traced_code
             self._answered = adding_to._answered
 
@@ -1241,6 +1304,8 @@ class _Translator:
             self._each(self._metaclass_read, source, name)
         for cls in recorded.metaclass_calls:
             self._each(self._metaclass_call, cls)
+        for fn in recorded.torch_functions:
+            self._each(self._torch_function, fn, 2)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -1509,6 +1574,20 @@ class _Translator:
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
                 if defaults is not None and values.is_plain(defaults):
                     self._equals(found.child(step), defaults)
+
+    def _torch_function(self, fn: types.FunctionType, depth: int) -> None:
+        """The functions ``fn`` (one of torch's, run whole in the graph) reads from its module
+        are still those it read; and theirs, ``depth`` levels down."""
+        if fn in self._torch_functions_seen or not str(fn.__module__).startswith("torch"):
+            return
+        self._torch_functions_seen.add(fn)
+        for path, value in _functions_read(fn):
+            ident = identity(value)
+            if ident is None or "ref" not in ident:
+                continue
+            self.builder.add(path, Check("id", ident))
+            if depth > 1 and isinstance(value, types.FunctionType):
+                self._torch_function(value, depth - 1)
 
     def _metaclass_read(self, source: Any, attr: str) -> None:
         """``attr`` read on the class at ``source``, which gets it from its metaclass: the class

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from helpers import SAMPLE_PROJECTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -155,6 +156,10 @@ class _Item:
 
     def remove(self) -> None:
         del self.mapping[self.key]
+
+
+def _scaled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda *a, **k: fn(*a, **k) * 2
 
 
 def _doubled(call: Callable[..., Any]) -> Callable[..., Any]:
@@ -432,6 +437,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "named_tuple_method",
         lambda m: setattr(m.Limits, "doubled", lambda self: 1.0),
         "type(guard_pkg.state.LIMITS).doubled was replaced",
+    ),
+    (
+        "torch_internals",
+        lambda m: _Patched(F, "scaled_dot_product_attention", _scaled(F.scaled_dot_product_attention)),
+        "torch.nn.functional.scaled_dot_product_attention was replaced",
     ),
     (
         "created_fallback",
