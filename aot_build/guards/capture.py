@@ -1691,7 +1691,9 @@ class _Translator:
 
     def _module_call(self, cls: type, source: Any) -> None:
         """Modules of class ``cls`` are called by the trace: their class still runs the very
-        ``__call__`` and ``_call_impl`` traced (torch's own, which call ``forward``)."""
+        ``__call__`` and ``_call_impl`` traced (torch's own, which call ``forward``), and the
+        ``__getattr__`` that finds their parameters and submodules (Dynamo reads those tables
+        itself)."""
         path = self.path(source)
         ident = identity(cls)
         if ident is not None and "ref" in ident:
@@ -1700,7 +1702,7 @@ class _Translator:
             found = ObjPath(("ref", self._class_ref(cls, path)))  # refused: no import path finds it
         else:
             return  # a module passed as an argument, of a class no import path finds
-        for name in ("__call__", "_call_impl"):
+        for name in ("__call__", "_call_impl", "__getattr__"):
             self._identity(found.child("getattr", name), getattr(cls, name))
 
     def _global_hooks(self) -> None:

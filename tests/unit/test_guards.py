@@ -208,6 +208,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     (
         "module_call",
+        lambda m: _Patched(torch.nn.Module, "__getattr__", _forwarding(torch.nn.Module.__getattr__)),
+        "Gate.__getattr__ was replaced (compiled for torch.nn.modules.module:Module.__getattr__",
+    ),
+    (
+        "module_call",
         lambda m: setattr(m.GATE, "lin", torch.nn.Identity()),
         "GATE.lin is a torch.nn.modules.linear.Identity",
     ),
