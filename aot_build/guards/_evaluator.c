@@ -1260,7 +1260,10 @@ static PyObject *bind_const(int op, PyObject *expect, Py_ssize_t i, PyObject *no
     switch (op) {
     case CK_TYPE:
         if (PyUnicode_CheckExact(expect)) return memo_call(classes, expect, binder_cls, &expect, 1);
-        return PyObject_Vectorcall(binder_cls, &expect, 1, NULL);
+        {   /* {"made": ...}: the class of the object found at node i, when it is that class */
+            PyObject *args[2] = {expect, nodeidx};
+            return PyObject_Vectorcall(binder_cls, args, 2, NULL);
+        }
     case CK_ID: {
         /* {"ref": "module:qualname"}: one object per name; {"code": ...}: the code found at node i */
         PyObject *ref = PyDict_CheckExact(expect) && PyDict_GET_SIZE(expect) == 1 ? PyDict_GetItemString(expect, "ref") : NULL;

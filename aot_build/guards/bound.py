@@ -174,8 +174,9 @@ class BoundState:
         kind = KINDS[ckind]
         try:
             if ckind == "type" or ckind == "id":
-                # a local function's code is recognised by its fingerprint, at its path now
-                if ckind == "id" and isinstance(expect, dict) and "code" in expect:
+                # a local function's code is recognised by its fingerprint, at its path now; a
+                # class made at run time by the class of the object at its path now
+                if isinstance(expect, dict) and ("code" in expect or "made" in expect):
                     return kind.opcode, kind.bind(expect, self._found(i))
                 named = (ckind, str(expect))
                 if named not in refs:
@@ -340,9 +341,10 @@ class _Binder:
         root = check_root([kind, *key])
         return self.state._root(root[0], root[1:])
 
-    def cls(self, expect: Any) -> Any:
-        """The class a ``type`` check names."""
-        return KINDS["type"].bind(expect, None)
+    def cls(self, expect: Any, i: int | None = None) -> Any:
+        """The class a ``type`` check names (one made at run time: the class of the object at
+        node ``i`` now, when it is that class)."""
+        return KINDS["type"].bind(expect, self.state._found(i) if i is not None else None)
 
     def identity(self, expect: Any, i: int) -> Any:
         """The object an ``id`` check at node ``i`` names (a local function's code: the code

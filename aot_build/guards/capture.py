@@ -80,7 +80,7 @@ import torch
 from .. import values
 from ..errors import CompileError
 from ..names import class_ref, import_ref
-from .checks import MISSING, Check, defines, identity
+from .checks import MISSING, Check, defines, identity, made_class
 from .paths import ObjPath, PathError, dict_keys, resolve
 from .tree import TreeBuilder
 
@@ -1391,7 +1391,7 @@ class _Translator:
         if kind == "TENSOR_MATCH":
             self._weight(path)
         elif kind == "TYPE_MATCH":
-            add(path, Check("type", self._class_ref(type(self.value(path)), path)))
+            add(path, Check("type", self._type_of(self.value(path), path)))
         elif kind in _IDENTITY or kind == "CLOSURE_MATCH":
             self._identity(path, self.value(path))
         elif kind in _VALUE:
@@ -1443,6 +1443,12 @@ class _Translator:
                 "which aot_build cannot check on the user's machine yet.\n  read that value outside "
                 "the entry and pass it as an argument, or report this to aot_build"
             )
+
+    def _type_of(self, value: Any, path: ObjPath) -> str | dict[str, Any]:
+        """What a ``type`` check of the object at ``path`` expects: its class's import path, or
+        how to recognise a class torch made for that very object (:func:`checks.made_class`)."""
+        made = made_class(type(value)) if identity(type(value)) is None and path.root != ("self",) else None
+        return {"made": made} if made is not None else self._class_ref(type(value), path)
 
     def _class_ref(self, cls: type, path: ObjPath) -> str:
         ident = identity(cls)
@@ -1701,6 +1707,8 @@ class _Translator:
         ident = identity(cls)
         if ident is not None and "ref" in ident:
             found = ObjPath(("ref", ident["ref"]))
+        elif path is not None and path.root != ("self",) and made_class(cls) is not None:
+            found = path.child("type")  # a class torch made for this module (parametrize)
         elif path is not None:
             found = ObjPath(("ref", self._class_ref(cls, path)))  # refused: no import path finds it
         else:

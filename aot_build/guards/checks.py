@@ -87,10 +87,24 @@ def _same_type(obj: Any, cls: Any) -> bool:
 
 
 def _class(expect: Any, found: Any) -> Any:
+    if isinstance(expect, dict):  # a class made at run time (made_class): the object's, if it fits
+        made = expect.get("made")
+        if not isinstance(made, dict):
+            raise ValueError(f"bad class {expect!r}")
+        return type(found) if found is not MISSING and made_class(type(found)) == made else MISSING
     try:
         return import_ref(str(expect))
     except LookupError:
         return MISSING
+
+
+def made_class(cls: type) -> dict[str, Any] | None:
+    """How a class that torch makes at run time for one object is recognised where no import
+    path finds it: its name and its bases' paths (``torch.nn.utils.parametrize`` makes a
+    ``ParametrizedLinear(Linear)`` for each module it parametrizes). None for other classes."""
+    if not cls.__module__.startswith("torch.") or any(class_ref(b) is None for b in cls.__bases__):
+        return None
+    return {"name": cls.__qualname__, "bases": [class_ref(b) for b in cls.__bases__]}
 
 
 def _len(obj: Any, n: Any) -> bool:
@@ -183,6 +197,9 @@ def _explainer(test: str) -> Callable[[str, Any, Any], str]:
 
 def _explain_type(label: str, obj: Any, expect: Any) -> str:
     t = type(obj)
+    if isinstance(expect, dict):
+        made = expect.get("made") or {}
+        expect = f"a {made.get('name')} made at run time from {', '.join(made.get('bases', []))}"
     return f"{label} is a {t.__module__}.{t.__qualname__}, compiled for {expect}"
 
 

@@ -444,6 +444,17 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "type(guard_pkg.state.LIMITS).doubled was replaced",
     ),
     (
+        "weight_normed",
+        lambda m: torch.nn.utils.parametrize.remove_parametrizations(m.NORMED, "weight"),
+        "guard_pkg.state.NORMED is a torch.nn.modules.linear.Linear, compiled for a "
+        "ParametrizedLinear made at run time from torch.nn.modules.linear:Linear",
+    ),
+    (
+        "weight_normed",
+        lambda m: torch.nn.utils.parametrize.register_parametrization(m.NORMED, "bias", torch.nn.Tanh()),
+        "type(guard_pkg.state.NORMED).bias now exists (compiled without it)",
+    ),
+    (
         "torch_internals",
         lambda m: _Patched(F, "scaled_dot_product_attention", _scaled(F.scaled_dot_product_attention)),
         "torch.nn.functional.scaled_dot_product_attention was replaced",

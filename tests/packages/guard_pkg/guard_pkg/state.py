@@ -810,3 +810,11 @@ ATTN = nn.MultiheadAttention(4, 2).train()  # dropout 0; train(): not the fused 
 
 def torch_internals(x: torch.Tensor) -> torch.Tensor:
     return ATTN(x, x, x, need_weights=False)[0]
+
+
+# -- a module parametrized at import (weight_norm): torch makes its class for that module
+NORMED = nn.utils.parametrizations.weight_norm(nn.Linear(4, 4))
+
+
+def weight_normed(x: torch.Tensor) -> torch.Tensor:
+    return NORMED(x)
