@@ -766,6 +766,7 @@ def _functions_read(fn: types.FunctionType) -> Iterator[tuple[ObjPath, Any]]:
     the function runs unseen by the tracer."""
     import dis
 
+    module = str(fn.__globals__.get("__name__", fn.__module__))  # whose globals (not __module__)
     codes = [fn.__code__]
     while codes:
         code = codes.pop()
@@ -776,7 +777,7 @@ def _functions_read(fn: types.FunctionType) -> Iterator[tuple[ObjPath, Any]]:
             if ins.opname == "LOAD_GLOBAL" and ins.argval in fn.__globals__:
                 if path is not None and callable(value):
                     yield path, value
-                path, value = ObjPath(("global", fn.__module__, ins.argval)), fn.__globals__[ins.argval]
+                path, value = ObjPath(("global", module, ins.argval)), fn.__globals__[ins.argval]
                 continue
             if (
                 ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
