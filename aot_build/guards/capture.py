@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import re
 import sys
 import types
@@ -1119,6 +1120,9 @@ class _Translator:
         self.where = where
         code = fn.__code__
         self.self_name = code.co_varnames[0] if self_obj is not None and code.co_argcount else None
+        # a method entry decorated by a (*args, **kwargs) wrapper (@torch.no_grad()): self is args[0]
+        starred = self_obj is not None and not code.co_argcount and code.co_flags & inspect.CO_VARARGS
+        self.self_in = code.co_varnames[code.co_kwonlyargcount] if starred else None
         self.freevars = set(code.co_freevars)
         self._paths: dict[Any, ObjPath | None] = {}
         self._hooks_read = False
@@ -1168,6 +1172,13 @@ class _Translator:
         if kind is S.GlobalWeakRefSource:
             ref = self._global(source.global_name)
             return ref.child("call") if ref is not None else None
+        if (
+            kind is S.GetItemSource
+            and type(source.base) is S.LocalSource
+            and source.base.local_name == self.self_in
+            and source.index == 0
+        ):
+            return ObjPath(("self",))
         base_source = getattr(source, "base", None)
         if base_source is None:
             raise self._unsupported(source, "a root")

@@ -619,6 +619,21 @@ def test_a_weight_replaced_by_a_sparse_or_negated_tensor_is_not_used() -> None:
     assert "weight pkg.W is a negated view (its neg bit is set)" in str(cache.read(None))
 
 
+def test_method_entry_decorated_by_a_star_args_wrapper(pkg: types.ModuleType, evaluator: Any) -> None:
+    """``@torch.no_grad()`` on ``forward`` makes the entry a ``(*args, **kwargs)`` wrapper:
+    ``self`` is ``args[0]``, and what is read through it is checked (it was taken for an
+    argument: nothing under ``self`` was checked, and its weights were not found)."""
+    block = pkg.NO_GRAD_BLOCK
+    check = Checker(pkg.NoGradBlock.forward, evaluator, self_obj=block)
+    assert len(check.tree.weights) == 2  # lin.weight, lin.bias: read through self
+    assert check() == -1
+    block.scale = 3.0
+    assert "self.scale is float 3.0, compiled for float 2.0" in check.explain(check())
+    block.scale = 2.0
+    block.lin = torch.nn.Identity()
+    assert "self.lin is a torch.nn.modules.linear.Identity" in check.explain(check())
+
+
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:
     check = Checker(pkg.namespace, evaluator)
     assert check() == -1

@@ -818,3 +818,18 @@ NORMED = nn.utils.parametrizations.weight_norm(nn.Linear(4, 4))
 
 def weight_normed(x: torch.Tensor) -> torch.Tensor:
     return NORMED(x)
+
+
+# -- a method entry whose forward a (*args, **kwargs) wrapper decorates: self is args[0]
+class NoGradBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 2.0
+        self.lin = nn.Linear(4, 4)
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.scale
+
+
+NO_GRAD_BLOCK = NoGradBlock()
