@@ -127,6 +127,14 @@ class Exporter:
         #: Programs compiled in the build process instead of by the workers (torch.export
         #: could not save them, or a CALL backend compiles the function itself), by name.
         self.unsaved: dict[str, Source] = {}
+        #: The notes printed so far: an entry's variants often earn the same one.
+        self._noted: set[str] = set()
+
+    def note(self, msg: str) -> None:
+        """Print ``msg`` as a note, once per build."""
+        if msg not in self._noted:
+            self._noted.add(msg)
+            say(f"note: {msg}")
 
     def export(self, entry: AotEntry, iset: InputSet, device: str, where: str) -> Traced:
         fn = entry.__wrapped__
@@ -153,8 +161,8 @@ class Exporter:
                 "drop backward=True"
             )
         if traced.captured.unchecked:
-            say(
-                f"note: {entry.key} asks torch.compiler.is_compiling(); state that only the function "
+            self.note(
+                f"{entry.key} asks torch.compiler.is_compiling(); state that only the function "
                 "run as Python reads (where it is False) is checked on each call, except for: "
                 + "; ".join(traced.captured.unchecked)
             )
