@@ -20,6 +20,8 @@ with a test (tests/unit/test_guards.py):
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
 * a class attribute the class gets from its metaclass: no guard at all;
+* an attribute found up the class hierarchy (a base's property; ``super().forward``): Dynamo
+  guards the classes in between, not the object's own class nor the classes ``super()`` skipped;
 * the functions torch's own Python functions read when Dynamo runs them whole in the graph
   (``F.multi_head_attention_forward`` calls ``scaled_dot_product_attention``);
 
@@ -225,6 +227,7 @@ def _dynamo_settings() -> Iterator[None]:
         _module_attributes_guarded(),
         _dict_keys_guarded(),
         _dict_reads_guarded(),
+        _mro_walks_guarded(),
     ):
         try:
             yield
@@ -323,6 +326,71 @@ def _dict_reads_guarded() -> Iterator[None]:
             ConstDictVariable.install_dict_keys_match_guard,
         ),
         mock.patch.object(DunderDictVariable, "install_dict_contains_guard", contains_guard),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _mro_walks_guarded() -> Iterator[None]:
+    """Dynamo (2.13) reads an attribute found on a base class (a property of ``Base``, read on a
+    ``Model``) through that class's ``__dict__``, and guards that the classes between lack the
+    name, but not the object's own class (``Model.gain = 5.0`` after import shadows it); and
+    ``super().forward`` through the class ``super()`` found it on, without guarding that the
+    classes it skipped still lack it (``Mid.forward`` defined after import). Guard those too."""
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.source import GetItemSource, TypeDictSource, TypeMROSource, TypeSource
+    from torch._dynamo.variables.misc import SuperVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable, UserDefinedObjectVariable
+
+    def absent(cls_source: Any, first: int, found: int, name: str) -> None:
+        for i in range(first, found):
+            at = cls_source if i == 0 else GetItemSource(TypeMROSource(cls_source), i)
+            install_guard(
+                TypeDictSource(at).make_guard(functools.partial(GuardBuilder.DICT_NOT_CONTAINS, key=name))
+            )
+
+    def owner(mro: tuple[type, ...], name: str, start: int = 0) -> int | None:
+        return next((i for i in range(start, len(mro)) if name in mro[i].__dict__), None)
+
+    on_classes = UserDefinedClassVariable.get_source_by_walking_mro
+    on_objects = UserDefinedObjectVariable.get_source_by_walking_mro
+    on_super = SuperVariable._resolved_getattr_and_source
+
+    def class_walk(self: Any, tx: Any, name: str) -> Any:
+        out = on_classes(self, tx, name)
+        found = owner(self.value.__mro__, name)
+        if self.source is not None and found:  # Dynamo guards mro[1:found]; mro[0] is the class
+            absent(self.source, 0, 1, name)
+        return out
+
+    def object_walk(self: Any, tx: Any, name: str) -> Any:
+        out = on_objects(self, tx, name)
+        mro = type(self.value).__mro__
+        found = owner(mro, name)
+        if self.cls_source is not None and found:
+            absent(self.cls_source, 0, 1, name)
+        return out
+
+    def super_walk(self: Any, tx: Any, name: str) -> Any:
+        value, source = on_super(self, tx, name)
+        if source is not None and self.objvar is not None and self.objvar.source is not None:
+            cls = self.objvar.python_type()
+            cls_source: Any = TypeSource(self.objvar.source)
+            if issubclass(cls, type):
+                cls, cls_source = self.objvar.value, self.objvar.source
+            mro = cls.__mro__
+            search = self.typevar.as_python_constant()
+            if search in mro:
+                start = mro.index(search) + 1
+                found = owner(mro, name, start)
+                if found is not None:
+                    absent(cls_source, start, found, name)
+        return value, source
+
+    with (
+        mock.patch.object(UserDefinedClassVariable, "get_source_by_walking_mro", class_walk),
+        mock.patch.object(UserDefinedObjectVariable, "get_source_by_walking_mro", object_walk),
+        mock.patch.object(SuperVariable, "_resolved_getattr_and_source", super_walk),
     ):
         yield
 

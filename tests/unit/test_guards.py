@@ -444,6 +444,16 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "type(guard_pkg.state.LIMITS).doubled was replaced",
     ),
     (
+        "up_the_hierarchy",
+        lambda m: setattr(m.Leaf, "gain", 5.0),
+        "type(guard_pkg.state.LEAF).gain is now set on the class (it was not when compiled)",
+    ),
+    (
+        "up_the_hierarchy",
+        lambda m: setattr(m.Middle, "forward", lambda self, x: x),
+        "type(guard_pkg.state.LEAF).__mro__[1].forward is now set on the class",
+    ),
+    (
         "weight_normed",
         lambda m: torch.nn.utils.parametrize.remove_parametrizations(m.NORMED, "weight"),
         "guard_pkg.state.NORMED is a torch.nn.modules.linear.Linear, compiled for a "

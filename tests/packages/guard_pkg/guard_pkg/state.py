@@ -833,3 +833,29 @@ class NoGradBlock(nn.Module):
 
 
 NO_GRAD_BLOCK = NoGradBlock()
+
+
+# -- attributes found up the class hierarchy: a base's property, and super()'s method
+class Root(nn.Module):
+    @property
+    def gain(self) -> float:
+        return 2.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gain
+
+
+class Middle(Root):
+    pass
+
+
+class Leaf(Middle):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + 1
+
+
+LEAF = Leaf()
+
+
+def up_the_hierarchy(x: torch.Tensor) -> torch.Tensor:
+    return LEAF(x)
