@@ -41,6 +41,12 @@ def _is_compiling() -> bool:
     return is_compiling()
 
 
+def traced_get(entry: AotEntry, instance: Any, owner: type | None = None) -> Any:
+    """``AotEntry.__get__`` while the build traces a caller (Dynamo cannot call a method of the
+    entry object): the plain method. Defined here, where the shim finds what the trace reads."""
+    return entry if instance is None else functools.partial(entry.__wrapped__, instance)
+
+
 class AotEntry:
     """A function compiled ahead of time, callable exactly like the original.
 

@@ -20,6 +20,8 @@ with a test (tests/unit/test_guards.py):
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
 * a class attribute the class gets from its metaclass: no guard at all;
+* an entry called inside the traced function (or a module whose ``forward`` is one): it is its
+  plain function to the trace, whatever it is bound to in the user's process;
 * an attribute found up the class hierarchy (a base's property; ``super().forward``): Dynamo
   guards the classes in between, not the object's own class nor the classes ``super()`` skipped;
 * the functions torch's own Python functions read when Dynamo runs them whole in the graph
@@ -75,6 +77,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -112,6 +115,8 @@ _GLOBAL_HOOKS = (
     "_global_backward_pre_hooks",
 )
 _MODULE_REF = ("ref", "torch.nn.modules.module:")
+#: aot_build's own source folder (its entries ask ``is_compiling()`` to run as plain code).
+_AOT_BUILD_DIR = str(Path(__file__).resolve().parent.parent)
 #: A call of ``torch.compiler.is_compiling()``: (code object, line) of each frame, innermost
 #: first (a library's own ``is_compiling()`` wrapper is one site per place that calls it).
 _Site = tuple[tuple[types.CodeType, int], ...]
@@ -228,11 +233,23 @@ def _dynamo_settings() -> Iterator[None]:
         _dict_keys_guarded(),
         _dict_reads_guarded(),
         _mro_walks_guarded(),
+        _entries_plain(),
     ):
         try:
             yield
         finally:
             torch._dynamo.reset()
+
+
+@contextlib.contextmanager
+def _entries_plain() -> Iterator[None]:
+    """A module whose ``forward`` is itself an entry: its attribute is a method of the entry
+    object, which Dynamo (2.13) cannot call; inside the trace it is the plain method (as an
+    entry called inside a trace runs its plain function)."""
+    from ..decorate.entry import AotEntry, traced_get
+
+    with mock.patch.object(AotEntry, "__get__", traced_get):
+        yield
 
 
 @contextlib.contextmanager
@@ -690,8 +707,10 @@ def _compiling_answered(
                 return super().__getitem__(fn)
             tx = sys._getframe(1).f_locals.get("tx")  # the handler that asks: tx traces the caller
             site = _site(tx)
-            answer = compiled_at is None or site is None or site in compiled_at
-            if site is not None:
+            # aot_build's own entries ask it to run as the plain function inside a trace
+            own = site is not None and site[0][0].co_filename.startswith(_AOT_BUILD_DIR)
+            answer = compiled_at is None or site is None or own or site in compiled_at
+            if site is not None and not own:
                 asked.append((site, answer))
             return answer
 

@@ -443,6 +443,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Limits, "doubled", lambda self: 1.0),
         "type(guard_pkg.state.LIMITS).doubled was replaced",
     ),
+    ("calls_entry", _setitem(lambda m: m.K_INNER, "s", 3.0), "guard_pkg.state.K_INNER['s'] is float 3.0"),
+    (
+        "calls_entry_module",
+        lambda m: setattr(m.ENTRY_BLOCK, "scale", 3.0),
+        "guard_pkg.state.ENTRY_BLOCK.scale is float 3.0",
+    ),
     (
         "up_the_hierarchy",
         lambda m: setattr(m.Leaf, "gain", 5.0),
@@ -642,6 +648,16 @@ def test_method_entry_decorated_by_a_star_args_wrapper(pkg: types.ModuleType, ev
     block.scale = 2.0
     block.lin = torch.nn.Identity()
     assert "self.lin is a torch.nn.modules.linear.Identity" in check.explain(check())
+
+
+def test_an_entry_called_inside_another_is_its_plain_function(pkg: types.ModuleType, evaluator: Any) -> None:
+    """Inside a trace an entry runs its plain function: the outer entry's checks hold whatever
+    the inner entry is bound to in the user's process (not yet, or its artifact)."""
+    check = Checker(pkg.calls_entry, evaluator)
+    assert check() == -1
+    for bound in (None, lambda *args: args[0]):
+        pkg.inner_entry._call = bound
+        assert check() == -1
 
 
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:

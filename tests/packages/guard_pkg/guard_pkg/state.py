@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from aot_build import aot_entry
+
 from . import helpers, lazy_module
 from .helpers import SCALE
 
@@ -859,3 +861,34 @@ LEAF = Leaf()
 
 def up_the_hierarchy(x: torch.Tensor) -> torch.Tensor:
     return LEAF(x)
+
+
+# -- entries calling entries: a function entry, and a module whose forward is an entry; inside a
+# trace each is its plain function, whatever it is bound to in the process
+K_INNER = {"s": 2.0}
+
+
+@aot_entry(example_inputs=lambda: (torch.randn(3, 4),))
+def inner_entry(x: torch.Tensor) -> torch.Tensor:
+    return x * K_INNER["s"]
+
+
+def calls_entry(x: torch.Tensor) -> torch.Tensor:
+    return inner_entry(x) + 1
+
+
+class EntryBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 2.0
+
+    @aot_entry(example_inputs=lambda: (ENTRY_BLOCK, torch.randn(3, 4)))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale
+
+
+ENTRY_BLOCK = EntryBlock()
+
+
+def calls_entry_module(x: torch.Tensor) -> torch.Tensor:
+    return ENTRY_BLOCK(x) + 1
