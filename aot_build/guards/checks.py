@@ -387,8 +387,8 @@ def identity(value: Any) -> dict[str, Any] | None:
             found = MISSING
         if found is value:
             return {"ref": ref}
-        # a property's getter or a classmethod's function: its qualname names the wrapper
-        for attr in ("fget", "__func__"):
+        # a property's getter, a classmethod's or a cache's function: its qualname names the wrapper
+        for attr in ("fget", "__func__", "__wrapped__"):
             if getattr(found, attr, None) is value:
                 return {"ref": f"{ref}.{attr}"}
     name = getattr(value, "__name__", None)

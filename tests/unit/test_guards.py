@@ -660,6 +660,15 @@ def test_an_entry_called_inside_another_is_its_plain_function(pkg: types.ModuleT
         assert check() == -1
 
 
+def test_method_entry_calls_a_cached_method(pkg: types.ModuleType, evaluator: Any) -> None:
+    """An ``lru_cache`` method is found by its class's path (it was refused as a function the
+    instance holds); replacing it is noticed."""
+    check = Checker(pkg.Cached.forward, evaluator, self_obj=pkg.CACHED)
+    assert check() == -1
+    pkg.Cached.factor = functools.cache(lambda self: 3.0)
+    assert "self.factor.__wrapped__ was replaced" in check.explain(check())
+
+
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:
     check = Checker(pkg.namespace, evaluator)
     assert check() == -1

@@ -892,3 +892,20 @@ ENTRY_BLOCK = EntryBlock()
 
 def calls_entry_module(x: torch.Tensor) -> torch.Tensor:
     return ENTRY_BLOCK(x) + 1
+
+
+# -- a method entry calling a cached method of its class
+class Cached(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.k = 2.0
+
+    @functools.cache  # noqa: B019 (the instance lives as long as the module)
+    def factor(self) -> float:
+        return self.k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor()
+
+
+CACHED = Cached()
