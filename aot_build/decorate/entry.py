@@ -41,12 +41,6 @@ def _is_compiling() -> bool:
     return is_compiling()
 
 
-def traced_get(entry: AotEntry, instance: Any, owner: type | None = None) -> Any:
-    """``AotEntry.__get__`` while the build traces a caller (Dynamo cannot call a method of the
-    entry object): the plain method. Defined here, where the shim finds what the trace reads."""
-    return entry if instance is None else functools.partial(entry.__wrapped__, instance)
-
-
 class AotEntry:
     """A function compiled ahead of time, callable exactly like the original.
 
@@ -228,6 +222,8 @@ class AotEntry:
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
             return self
+        if _is_compiling():  # the caller is being traced: the method is plain code to it (a
+            return functools.partial(self.__wrapped__, instance)  # method object Dynamo cannot call)
         return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

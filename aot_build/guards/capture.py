@@ -28,7 +28,7 @@ with a test (tests/unit/test_guards.py):
   (``F.multi_head_attention_forward`` calls ``scaled_dot_product_attention``);
 
 * state read only where ``torch.compiler.is_compiling()`` is False: the function is traced again
-  with that answer, as it runs as Python (:func:`_python_branches`);
+  with that answer, as it runs as Python (:meth:`_Subject.python_branches`);
 
 * a read that an inlined function of the standard library makes through its own module's
   globals (``os.getenv("X")`` reads ``os.environ``): Dynamo installs no guard for it;
@@ -233,23 +233,11 @@ def _dynamo_settings() -> Iterator[None]:
         _dict_keys_guarded(),
         _dict_reads_guarded(),
         _mro_walks_guarded(),
-        _entries_plain(),
     ):
         try:
             yield
         finally:
             torch._dynamo.reset()
-
-
-@contextlib.contextmanager
-def _entries_plain() -> Iterator[None]:
-    """A module whose ``forward`` is itself an entry: its attribute is a method of the entry
-    object, which Dynamo (2.13) cannot call; inside the trace it is the plain method (as an
-    entry called inside a trace runs its plain function)."""
-    from ..decorate.entry import AotEntry, traced_get
-
-    with mock.patch.object(AotEntry, "__get__", traced_get):
-        yield
 
 
 @contextlib.contextmanager
@@ -1056,87 +1044,85 @@ def capture(fn: Callable[..., Any], self_obj: Any, args: tuple[Any, ...], where:
             "  turn them on in the code that uses the package, not at import"
         )
     module = sys.modules[fn.__module__]
-    before = dict(vars(module))
     call = (self_obj, *args) if self_obj is not None else tuple(args)
+    subject = _Subject(fn, self_obj, call, module, dict(vars(module)), where)
     try:
         recorded = _Recorded()
-        translator = _trace(fn, self_obj, call, module, before, recorded, where, None)
-        unchecked = _python_branches(fn, self_obj, call, module, before, recorded, where, translator)
+        translator = subject.trace(recorded)
+        unchecked = subject.python_branches(recorded, translator)
         captured = translator.captured()
         captured.unchecked = unchecked
         with torch.no_grad():  # as traced (a call with grad on fails the check of a read of it)
             _holds_now(captured, fn, self_obj, where)
         return captured
     finally:
-        for name in [k for k in vars(module) if k not in before]:
+        for name in [k for k in vars(module) if k not in subject.before]:
             del vars(module)[name]
 
 
-def _python_branches(
-    fn: Callable[..., Any],
-    self_obj: Any,
-    call: tuple[Any, ...],
-    module: types.ModuleType,
-    before: dict[str, Any],
-    compiled: _Recorded,
-    where: str,
-    translator: _Translator,
-) -> tuple[str, ...]:
-    """Trace ``fn`` again with ``torch.compiler.is_compiling()`` answered False, as the function
-    runs as Python, and add what it reads to ``translator``'s; what is left unchecked, listed.
+@dataclass
+class _Subject:
+    """What :func:`capture` traces: the function, the call, and its module's globals before
+    any trace (Dynamo installs names there, removed afterwards)."""
 
-    A library often asks so to avoid code Dynamo cannot trace: where the other branch stops the
-    trace, that site is answered True again (the latest site answered False before the failure,
-    the likeliest cause) and the trace retried, up to ``_PYTHON_BRANCH_TRIES`` sites."""
-    if not compiled.compiling_asked:
-        return ()
-    unchecked: list[str] = []
-    compiled_at: set[_Site] = set()
-    while len(compiled_at) < _PYTHON_BRANCH_TRIES:
-        python = _Recorded(compiled_at=frozenset(compiled_at))
-        try:
-            added = _trace(fn, self_obj, call, module, before, python, where, translator)
-        except _TraceFailed as exc:
-            taken = [site for site, answer in python.compiling_asked if not answer]
-            if not taken:
-                raise
-            compiled_at.add(taken[-1])
-            unchecked.append(f"the branch at {_site_label(taken[-1])} (Dynamo cannot trace it: {exc.reason})")
-            continue
-        assert added.uncarried is not None
-        # a set's or list's items are read one by one: named once
-        reads = dict.fromkeys(re.sub(r"\[\d+\]", "[...]", u) for u in added.uncarried)
-        unchecked.extend(f"a read there: {u}" for u in reads)
+    fn: Callable[..., Any]
+    self_obj: Any
+    call: tuple[Any, ...]
+    module: types.ModuleType
+    before: dict[str, Any]
+    where: str
+
+    def trace(self, recorded: _Recorded, adding_to: _Translator | None = None) -> _Translator:
+        """One trace, its guards translated (into ``adding_to``'s tree and weights)."""
+        from torch._dynamo.convert_frame import fullgraph_capture
+
+        with torch.no_grad(), _dynamo_settings(), recorded.recording():
+            try:
+                out = fullgraph_capture(self.fn, self.call)
+            except Exception as exc:
+                raise _TraceFailed(_trace_failure(self.where, exc), _reason(exc)) from exc
+        g = out.graph_capture_output
+        recorded.key_order.update(g.output_graph.guard_on_key_order)
+        module, before = self.module, self.before
+        installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
+        sources = dict(g.import_sources)
+        translator = _Translator(
+            self.fn, self.self_obj, module.__name__, installed, sources, self.where, adding_to
+        )
+        translator.translate(list(g.output_graph.guards), list(g.traced_code), recorded)
+        return translator
+
+    def python_branches(self, compiled: _Recorded, translator: _Translator) -> tuple[str, ...]:
+        """Trace again with ``torch.compiler.is_compiling()`` answered False, as the function runs
+        as Python, and add what it reads to ``translator``'s; what is left unchecked, listed.
+
+        A library often asks so to avoid code Dynamo cannot trace: where the other branch stops
+        the trace, that site is answered True again (the latest site answered False before the
+        failure, the likeliest cause) and the trace retried, up to ``_PYTHON_BRANCH_TRIES`` sites."""
+        if not compiled.compiling_asked:
+            return ()
+        unchecked: list[str] = []
+        compiled_at: set[_Site] = set()
+        while len(compiled_at) < _PYTHON_BRANCH_TRIES:
+            python = _Recorded(compiled_at=frozenset(compiled_at))
+            try:
+                added = self.trace(python, translator)
+            except _TraceFailed as exc:
+                taken = [site for site, answer in python.compiling_asked if not answer]
+                if not taken:
+                    raise
+                compiled_at.add(taken[-1])
+                unchecked.append(
+                    f"the branch at {_site_label(taken[-1])} (Dynamo cannot trace it: {exc.reason})"
+                )
+                continue
+            assert added.uncarried is not None
+            # a set's or list's items are read one by one: named once
+            reads = dict.fromkeys(re.sub(r"\[\d+\]", "[...]", u) for u in added.uncarried)
+            unchecked.extend(f"a read there: {u}" for u in reads)
+            return tuple(unchecked)
+        unchecked.append(f"the branches at every other call (after {_PYTHON_BRANCH_TRIES} tries)")
         return tuple(unchecked)
-    unchecked.append(f"the branches at every other call (after {_PYTHON_BRANCH_TRIES} tries)")
-    return tuple(unchecked)
-
-
-def _trace(
-    fn: Callable[..., Any],
-    self_obj: Any,
-    call: tuple[Any, ...],
-    module: types.ModuleType,
-    before: dict[str, Any],
-    recorded: _Recorded,
-    where: str,
-    adding_to: _Translator | None,
-) -> _Translator:
-    """One trace of ``fn``, its guards translated (into ``adding_to``'s tree and weights)."""
-    from torch._dynamo.convert_frame import fullgraph_capture
-
-    with torch.no_grad(), _dynamo_settings(), recorded.recording():
-        try:
-            out = fullgraph_capture(fn, call)
-        except Exception as exc:
-            raise _TraceFailed(_trace_failure(where, exc), _reason(exc)) from exc
-    g = out.graph_capture_output
-    recorded.key_order.update(g.output_graph.guard_on_key_order)
-    installed = {k: v for k, v in vars(module).items() if k not in before or before[k] is not v}
-    sources = dict(g.import_sources)
-    translator = _Translator(fn, self_obj, module.__name__, installed, sources, where, adding_to)
-    translator.translate(list(g.output_graph.guards), list(g.traced_code), recorded)
-    return translator
 
 
 def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where: str) -> None:
