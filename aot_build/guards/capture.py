@@ -858,7 +858,7 @@ def _functions_read(fn: types.FunctionType) -> Iterator[tuple[ObjPath, Any]]:
             if (
                 ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
                 and path is not None
-                and isinstance(value, types.ModuleType)
+                and type(value) is types.ModuleType  # not torch._VF: its __getattr__ runs per read
             ):
                 attr = getattr(value, ins.argval, MISSING)
                 if attr is not MISSING:
