@@ -839,8 +839,13 @@ def _torch_functions_recorded(found: dict[Any, None]) -> Iterator[None]:
 def _functions_read(fn: types.FunctionType) -> Iterator[tuple[ObjPath, Any]]:
     """The callables ``fn``'s code reads from its module's globals, directly or as an attribute
     of a module held there (``torch.relu``), each with its path: read from the bytecode, since
-    the function runs unseen by the tracer."""
+    the function runs unseen by the tracer. A module that answers attributes itself
+    (``torch._VF``, whose ``__getattr__`` would run on every check) is checked as a whole."""
     import dis
+
+    def checked(value: Any) -> bool:
+        plain_module = type(value) is types.ModuleType
+        return not plain_module and (callable(value) or isinstance(value, types.ModuleType))
 
     module = str(fn.__globals__.get("__name__", fn.__module__))  # whose globals (not __module__)
     codes = [fn.__code__]
@@ -850,24 +855,21 @@ def _functions_read(fn: types.FunctionType) -> Iterator[tuple[ObjPath, Any]]:
         path: ObjPath | None = None
         value: Any = None
         for ins in dis.get_instructions(code):
-            if ins.opname == "LOAD_GLOBAL" and ins.argval in fn.__globals__:
-                if path is not None and callable(value):
-                    yield path, value
-                path, value = ObjPath(("global", module, ins.argval)), fn.__globals__[ins.argval]
-                continue
             if (
                 ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
                 and path is not None
-                and type(value) is types.ModuleType  # not torch._VF: its __getattr__ runs per read
+                and type(value) is types.ModuleType
             ):
                 attr = getattr(value, ins.argval, MISSING)
                 if attr is not MISSING:
                     path, value = path.child("getattr", ins.argval), attr
                     continue
-            if path is not None and callable(value) and not isinstance(value, types.ModuleType):
+            if path is not None and checked(value):
                 yield path, value
             path = None
-        if path is not None and callable(value) and not isinstance(value, types.ModuleType):
+            if ins.opname == "LOAD_GLOBAL" and ins.argval in fn.__globals__:
+                path, value = ObjPath(("global", module, ins.argval)), fn.__globals__[ins.argval]
+        if path is not None and checked(value):
             yield path, value
 
 
