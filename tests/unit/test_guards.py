@@ -450,6 +450,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.ENTRY_BLOCK.scale is float 3.0",
     ),
     (
+        "switched",
+        lambda m: setattr(m.Switch, "__bool__", lambda self: False),
+        "type(guard_pkg.state.SWITCH).__bool__ was replaced",
+    ),
+    (
         "up_the_hierarchy",
         lambda m: setattr(m.Leaf, "gain", 5.0),
         "type(guard_pkg.state.LEAF).gain is now set on the class (it was not when compiled)",

@@ -909,3 +909,16 @@ class Cached(nn.Module):
 
 
 CACHED = Cached()
+
+
+# -- a truth test answered by the class's own __bool__ (replaced after import)
+class Switch:
+    def __bool__(self) -> bool:
+        return True
+
+
+SWITCH = Switch()
+
+
+def switched(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if SWITCH else x
