@@ -158,10 +158,17 @@ def input_sets(entry: AotEntry, where: str) -> list[InputSet]:
         if entry.is_method:
             self_obj = canonical[0]
             owner = entry.owner
-            if owner is None or type(self_obj) is not owner:
+            if owner is None:  # defined in a class, never set there (wrapped: @staticmethod)
+                raise EntryError(
+                    f"{here}: @aot_entry is inside a class but is no method of it (a @staticmethod "
+                    "or @classmethod over @aot_entry?); a method entry is a plain method of an "
+                    "nn.Module subclass.\n  make it a module-level @aot_entry function, and call "
+                    "it from the class"
+                )
+            if type(self_obj) is not owner:
                 raise EntryError(
                     f"{here}: a method entry's example_inputs start with the instance (self); got "
-                    f"{type(self_obj).__name__}, expected a {owner.__qualname__ if owner else 'class'} "
+                    f"{type(self_obj).__name__}, expected a {owner.__qualname__} "
                     f"instance, e.g. example_inputs=lambda: (MyBlock(64), torch.randn(2, 16, 64))"
                 )
             if full_spec[0] is not None:

@@ -300,3 +300,28 @@ def test_two_entries_with_one_name_refused() -> None:
     assert again.key == first.key
     with pytest.raises(EntryError, match=r"another entry has the same name .*:twin \(.*:901\).*Rename one"):
         aot_entry(make(950), example_inputs=(torch.zeros(1),))
+
+
+def test_a_static_method_over_an_entry_is_refused_naming_the_fix() -> None:
+    """``@staticmethod`` over ``@aot_entry`` in a class: the entry is never set on the class
+    (no ``__set_name__``), so it has no owner; its examples were refused as "got Tensor,
+    expected a class instance", which no example could satisfy."""
+    import types
+
+    from aot_build.compile.inputs import input_sets
+
+    module = types.ModuleType("static_entry_pkg")
+    exec(
+        "import torch\nfrom aot_build import aot_entry\n"
+        "class Holder:\n"
+        "    @staticmethod\n"
+        "    @aot_entry(example_inputs=lambda: (torch.randn(3),))\n"
+        "    def double(x):\n"
+        "        return x * 2\n",
+        module.__dict__,
+    )
+    entry = module.Holder.__dict__["double"].__func__
+    with pytest.raises(EntryError) as info:
+        input_sets(entry, entry.key)
+    assert "inside a class but is no method of it (a @staticmethod" in str(info.value)
+    assert "make it a module-level @aot_entry function" in str(info.value)
