@@ -1433,9 +1433,8 @@ class _Translator:
         path = self.path(source)
         if path is not None:
             self.builder.add(path.child("type"), Check("defines", [name, defined]))
-            cls = type(self.value(path))
-            if defined and isinstance(getattr(cls, name, None), types.FunctionType):
-                self._on_class(path.child("type"), cls, name)  # the very method, which Dynamo ran
+            if defined and isinstance(getattr(type(self.value(path)), name, None), types.FunctionType):
+                self._class_attribute(path, name)  # the very method, which Dynamo ran
 
     def _set_order(self, source: Any) -> None:
         path = self.path(source)

@@ -102,9 +102,10 @@ def made_class(cls: type) -> dict[str, Any] | None:
     """How a class that torch makes at run time for one object is recognised where no import
     path finds it: its name and its bases' paths (``torch.nn.utils.parametrize`` makes a
     ``ParametrizedLinear(Linear)`` for each module it parametrizes). None for other classes."""
-    if not cls.__module__.startswith("torch.") or any(class_ref(b) is None for b in cls.__bases__):
+    if not cls.__module__.startswith("torch."):
         return None
-    return {"name": cls.__qualname__, "bases": [class_ref(b) for b in cls.__bases__]}
+    bases = [class_ref(b) for b in cls.__bases__]
+    return None if None in bases else {"name": cls.__qualname__, "bases": bases}
 
 
 def _len(obj: Any, n: Any) -> bool:
