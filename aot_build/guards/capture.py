@@ -178,6 +178,17 @@ def _constant_set(value: Any) -> bool:
     )
 
 
+#: What an autocast object holds that Dynamo enters it with (and guards by its identity).
+_AUTOCAST_STATE = ("device", "fast_dtype", "_enabled", "_cache_enabled")
+
+
+def _autocast_classes() -> tuple[type, ...]:
+    """torch's autocast classes whose objects Dynamo enters by their state (not the
+    ``_UnmanagedAutocast`` of ``torch.amp._enter_autocast``, nor a user's subclass, whose own
+    ``__enter__`` Dynamo would skip)."""
+    return (torch.amp.autocast_mode.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast)
+
+
 def _site(tx: Any) -> _Site | None:
     """Where the frame that Dynamo's translator ``tx`` traces is, and from where it was called."""
     frames = []
@@ -1585,6 +1596,9 @@ class _Translator:
             self._identity(path.child("getattr", "__func__"), value.__func__)
             self._identity(path.child("getattr", "__self__"), value.__self__)
             return
+        if type(value) in _autocast_classes():
+            self._autocast(path, value)
+            return
         try:
             self._equals(path, value)
         except CaptureError:
@@ -1594,6 +1608,22 @@ class _Translator:
                 "find again on the user's machine.\n  hold it in a module global of your package, or "
                 "pass what the function needs from it as an argument"
             ) from None
+
+    def _autocast(self, path: ObjPath, value: Any) -> None:
+        """An autocast object (``@torch.autocast(...)`` over the function: the wrapper's closure
+        holds it), which Dynamo guards by identity and enters with the device, dtype and flags
+        it has (not by running its ``__enter__``): the shim checks its class and those four
+        values, and that the class (and its base) still enter and exit as traced."""
+        cls = type(value)
+        self.builder.add(path, Check("type", self._class_ref(cls, path)))
+        for attr in _AUTOCAST_STATE:
+            self._equals(path.child("getattr", attr), getattr(value, attr))
+        for k in cls.__mro__[:-1]:  # the class and torch.amp's autocast (object's own are fixed)
+            for name in ("__enter__", "__exit__"):
+                if name in vars(k):
+                    self._identity(
+                        ObjPath(("ref", self._class_ref(k, path))).child("getattr", name), vars(k)[name]
+                    )
 
     def _class_rooted(self, path: ObjPath) -> ObjPath | None:
         """``path`` from ``self`` through its last ``type`` step (``type(self.block).forward

@@ -510,6 +510,29 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.ATTENTION, "is_causal", False),
         "guard_pkg.state.ATTENTION.is_causal is bool False, compiled for bool True",
     ),
+    (
+        "autocast_decorated",
+        lambda m: setattr(m.autocast_cell(m.autocast_decorated).cell_contents, "fast_dtype", torch.float16),
+        "autocast_instance (a closure variable).fast_dtype is dtype torch.float16, compiled for dtype "
+        "torch.bfloat16",
+    ),
+    (
+        "autocast_decorated",
+        lambda m: setattr(m.autocast_cell(m.autocast_decorated).cell_contents, "_enabled", False),
+        "autocast_instance (a closure variable)._enabled is bool False, compiled for bool True",
+    ),
+    (
+        "autocast_default_dtype",
+        lambda m: setattr(
+            m.autocast_cell(m.autocast_default_dtype), "cell_contents", torch.autocast("cpu", enabled=False)
+        ),
+        "autocast_instance (a closure variable)._enabled is bool False, compiled for bool True",
+    ),
+    (
+        "autocast_decorated",
+        lambda m: _Patched(torch.amp.autocast_mode.autocast, "__enter__", lambda self: self),
+        "torch.amp.autocast_mode.autocast.__enter__ was replaced",
+    ),
 ]
 
 

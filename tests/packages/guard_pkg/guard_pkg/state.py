@@ -922,3 +922,20 @@ SWITCH = Switch()
 
 def switched(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if SWITCH else x
+
+
+# -- @torch.autocast(...) as a decorator: the wrapper's closure holds the autocast object,
+# whose device, dtype and flags were fixed when it decorated the function
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def autocast_decorated(x: torch.Tensor) -> torch.Tensor:
+    return (x @ x.T).float() + 1
+
+
+@torch.autocast(device_type="cpu")
+def autocast_default_dtype(x: torch.Tensor) -> torch.Tensor:
+    return (x @ x.T).float() + 1
+
+
+def autocast_cell(fn: typing.Any) -> typing.Any:
+    """The closure cell in which ``@torch.autocast(...)``'s wrapper ``fn`` holds the autocast object."""
+    return fn.__closure__[fn.__code__.co_freevars.index("autocast_instance")]
