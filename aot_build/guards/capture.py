@@ -189,6 +189,21 @@ def _autocast_classes() -> tuple[type, ...]:
     return (torch.amp.autocast_mode.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast)
 
 
+def _class_set(value: Any) -> bool:
+    """A set (or frozenset) of classes (compared by identity: no metaclass ``__eq__``): checked
+    whole, by its members in any order (a class hashes by its address, so the order differs in
+    each process), where Dynamo guards each element by its position in this process's order
+    (``list(S)[i]``)."""
+    return (
+        isinstance(value, (set, frozenset))
+        and bool(value)
+        and all(
+            isinstance(v, type) and type(v).__eq__ is type.__eq__ and type(v).__hash__ is type.__hash__
+            for v in value
+        )
+    )
+
+
 def _site(tx: Any) -> _Site | None:
     """Where the frame that Dynamo's translator ``tx`` traces is, and from where it was called."""
     frames = []
@@ -1430,6 +1445,9 @@ class _Translator:
         if kind == "TENSOR_MATCH" and type(source).__name__ == "NumpyTensorSource":
             self._numpy(source.base)
             return
+        if type(source).__name__ == "NonSerializableSetGetItemSource":
+            self._set_element(source)
+            return
         path = self.path(source)
         if path is None:
             return
@@ -1447,10 +1465,35 @@ class _Translator:
             if defined and isinstance(getattr(type(self.value(path)), name, None), types.FunctionType):
                 self._class_attribute(path, name)  # the very method, which Dynamo ran
 
+    def _set_element(self, source: Any) -> None:
+        """An element of a set, which Dynamo guards by its position in this process's
+        iteration order (``list(S)[i]``, no path the shim can follow): a set of classes (``type(m)
+        in SKIP``) is checked whole instead, by its members; any other is refused."""
+        path = self.path(source.base)
+        if path is None:
+            return  # a set passed as an argument
+        value = self.value(path)
+        if not _class_set(value):
+            raise self._unsupported(source, "a source")
+        self._class_members(path, value)
+
+    def _class_members(self, path: ObjPath, value: Any) -> None:
+        """The set of classes at ``path`` holds exactly these classes (in any order): adding or
+        removing one after import fails the check."""
+        self.builder.add(path, Check("type", self._class_ref(type(value), path)))
+        self._equals(path, value)
+
     def _set_order(self, source: Any) -> None:
         path = self.path(source)
         if path is not None:
             value = self.value(path)
+            if _class_set(value):
+                raise CaptureError(
+                    f"{self.where}: the compiled code relies on the order in which the set "
+                    f"{path.label()} iterates; it holds classes, which hash by their address, so "
+                    "each process iterates it in another order.\n  hold the classes in a tuple or "
+                    "a list (a set of classes is fine for membership tests: cls in S)"
+                )
             if isinstance(value, (set, frozenset)):  # a dict's keys are guarded in order already
                 self.builder.add(path, Check("keys", self._encode(dict_keys(value), path)))
 
@@ -1501,7 +1544,10 @@ class _Translator:
             value = self.value(path)
             if isinstance(value, (set, frozenset)) and not _constant_set(value):
                 # a set of other objects: Dynamo guards each element too, by a source
-                # (list(S)[i], in this process's order) that is refused or left unchecked
+                # (list(S)[i], in this process's order): a set of classes is checked whole
+                # (see _set_element), any other is refused or left unchecked there
+                if _class_set(value):
+                    self._class_members(path, value)
                 return
             add(path, Check("type", self._class_ref(type(value), path)))
             # a non-empty dict's (or constant set's) length is guarded where Dynamo unpacked its

@@ -212,10 +212,26 @@ def _explain_id(label: str, obj: Any, expect: Any) -> str:
 
 
 def _explain_eq(label: str, obj: Any, expect: Any) -> str:
+    want = values.decode(expect)
+    if isinstance(want, (set, frozenset)) and type(obj) is type(want):  # a set of classes: which
+        try:
+            added, removed = [v for v in obj if v not in want], [v for v in want if v not in obj]
+        except TypeError:
+            added = removed = []
+        changes = [f"now contains {_elements(added)} (it did not when compiled)"] if added else []
+        changes += [f"no longer contains {_elements(removed)}"] if removed else []
+        if changes:
+            return f"{label} {' and '.join(changes)}"
     # the build traces under no_grad: a function reading grad mode is compiled for it off
     grad = label.endswith("is_grad_enabled()")
     fix = " (call under torch.no_grad() or torch.inference_mode())" if grad else ""
-    return f"{label} is {_describe(obj)}, compiled for {_describe(values.decode(expect))}{fix}"
+    return f"{label} is {_describe(obj)}, compiled for {_describe(want)}{fix}"
+
+
+def _elements(found: list[Any]) -> str:
+    """Elements of a set, by name where they are classes, in a fixed order."""
+    names = [f"{v.__module__}.{v.__qualname__}" if isinstance(v, type) else values.describe(v) for v in found]
+    return ", ".join(sorted(names))
 
 
 def _explain_len(label: str, obj: Any, expect: Any) -> str:

@@ -533,6 +533,21 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(torch.amp.autocast_mode.autocast, "__enter__", lambda self: self),
         "torch.amp.autocast_mode.autocast.__enter__ was replaced",
     ),
+    (
+        "skip_by_type",
+        lambda m: m.SKIP_TYPES.add(torch.nn.ReLU),
+        "guard_pkg.state.SKIP_TYPES now contains torch.nn.modules.activation.ReLU (it did not when compiled)",
+    ),
+    (
+        "skip_by_type",
+        lambda m: m.SKIP_TYPES.discard(torch.nn.Identity),
+        "guard_pkg.state.SKIP_TYPES no longer contains torch.nn.modules.linear.Identity",
+    ),
+    (
+        "skip_class",
+        lambda m: setattr(m, "FROZEN_SKIP", m.FROZEN_SKIP | {torch.nn.ReLU}),
+        "guard_pkg.state.FROZEN_SKIP now contains torch.nn.modules.activation.ReLU",
+    ),
 ]
 
 
@@ -647,6 +662,25 @@ def test_a_set_of_strings_in_another_order_names_the_fix() -> None:
     explained = keys.explain("pkg.NAMES", names, other_order)
     assert "pkg.NAMES iterates as " in explained
     assert "a set of strings iterates in another order in each process" in explained
+
+
+def test_a_set_of_classes_is_checked_by_its_members_in_any_order(
+    pkg: types.ModuleType, evaluator: Any
+) -> None:
+    """``type(m) in SKIP``: Dynamo guards each class by its position in this process's order
+    (classes hash by address, so another process iterates the set in another order); the set is
+    checked by its members instead. An equal set (another object, refilled) passes."""
+    check = Checker(pkg.skip_by_type, evaluator)
+    kinds = [
+        c.kind for i, c in check.tree.checks() if check.tree.path(i).label() == "guard_pkg.state.SKIP_TYPES"
+    ]
+    assert sorted(kinds) == ["eq", "type"]
+    assert check() == -1
+    pkg.SKIP_TYPES = set(reversed(list(pkg.SKIP_TYPES)))
+    assert check() == -1
+    pkg.SKIP_TYPES.add(torch.nn.ReLU)
+    assert pkg.skip_by_type(X).equal(pkg.SKIP_LAYERS[0](X))  # eager skips the ReLU now
+    assert "SKIP_TYPES now contains torch.nn.modules.activation.ReLU" in check.explain(check())
 
 
 def test_a_weight_replaced_by_a_sparse_or_negated_tensor_is_not_used() -> None:
@@ -818,6 +852,11 @@ REFUSED = [
         "define the class at module level",
     ),
     ("keyed_by_object", "an item keyed by <weakref", "key the mapping by a plain value"),
+    (
+        "skip_set_loop",
+        "relies on the order in which the set guard_pkg.state.SKIP_TYPES iterates; it holds classes",
+        "hold the classes in a tuple or a list",
+    ),
 ]
 
 

@@ -939,3 +939,27 @@ def autocast_default_dtype(x: torch.Tensor) -> torch.Tensor:
 def autocast_cell(fn: typing.Any) -> typing.Any:
     """The closure cell in which ``@torch.autocast(...)``'s wrapper ``fn`` holds the autocast object."""
     return fn.__closure__[fn.__code__.co_freevars.index("autocast_instance")]
+
+
+# -- membership in a module-level set (and frozenset) of classes: `type(m) in SKIP`
+SKIP_TYPES = {nn.Dropout, nn.Identity}
+FROZEN_SKIP = frozenset({nn.Dropout, nn.Identity})
+SKIP_LAYERS = [nn.Linear(4, 4), nn.Dropout().eval(), nn.ReLU()]
+
+
+def skip_by_type(x: torch.Tensor) -> torch.Tensor:
+    for m in SKIP_LAYERS:
+        if type(m) in SKIP_TYPES:
+            continue
+        x = m(x)
+    return x
+
+
+def skip_class(x: torch.Tensor) -> torch.Tensor:
+    return x if nn.ReLU in FROZEN_SKIP else x * 2
+
+
+def skip_set_loop(x: torch.Tensor) -> torch.Tensor:
+    for cls in SKIP_TYPES:  # iterated: its order differs in each process (refused)
+        x = x * (2.0 if cls is nn.Dropout else 3.0) + 1
+    return x
