@@ -23,7 +23,8 @@ entries (artifact roles and each variant's ``training`` record); 4 replaces a va
 one), renames an artifact's ``rule`` and ``rule_version`` to ``backend`` and
 ``backend_version`` and a variant's ``pinned`` to ``size_one`` (the old keys are read), and
 names a call backend's grad-enabled artifact ``grad`` (format 3 called it ``forward``, with no
-``backward`` beside it).
+``backward`` beside it). Optional fields added since are read as absent from older records
+(a variant's ``sdpa``: none checked).
 """
 
 from __future__ import annotations
@@ -247,6 +248,9 @@ class Variant:
             ``forward`` and ``backward`` artifacts connect; None otherwise.
         mutated: the tensors the artifact writes in place (state updated in place), by index
             among the tensors it takes: the argument tensors in leaf order, then the weights.
+        sdpa: for a program that calls scaled_dot_product_attention, torch's SDPA backend
+            flags it was compiled under, by name (:mod:`aot_build.sdpa`), checked on every
+            call; empty otherwise (and absent from the JSON; older records lack it).
     """
 
     inputs: Any
@@ -262,6 +266,7 @@ class Variant:
     labels: tuple[str, ...] = ()
     training: TrainingRecord | None = None
     mutated: tuple[int, ...] = ()
+    sdpa: dict[str, Any] = field(default_factory=dict)
 
     def label(self, i: int) -> str:
         return self.labels[i] if i < len(self.labels) else f"argument leaf {i}"
@@ -534,7 +539,7 @@ def _leaf(raw: dict[str, Any]) -> Leaf:
 
 
 def _variant_json(v: Variant) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "inputs": v.inputs,
         "leaves": [_leaf_json(lf) for lf in v.leaves],
         "outputs": v.outputs,
@@ -560,6 +565,9 @@ def _variant_json(v: Variant) -> dict[str, Any]:
         "training": v.training.to_json() if v.training is not None else {},
         "mutated": list(v.mutated),
     }
+    if v.sdpa:  # written only where used: records of programs without SDPA keep their bytes
+        body["sdpa"] = dict(v.sdpa)
+    return body
 
 
 def _artifact(raw: dict[str, Any], grad_role: bool) -> Artifact:
@@ -607,7 +615,18 @@ def _variant(raw: dict[str, Any], trees: list[tuple[Any, StateTree]] | None = No
         labels=tuple(str(x) for x in raw.get("labels", ())),
         training=TrainingRecord.from_json(training) if training else None,
         mutated=tuple(int(i) for i in raw.get("mutated", ())),
+        sdpa=_sdpa(raw.get("sdpa", {})),
     )
+
+
+def _sdpa(raw: Any) -> dict[str, Any]:
+    """A variant's SDPA flags: on/off flags, and lists of ints (the backends' priority order)."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"sdpa is a {type(raw).__name__}")
+    for name, value in raw.items():
+        if not (type(value) is bool or (type(value) is list and all(type(i) is int for i in value))):
+            raise ValueError(f"sdpa flag {name!r} is {value!r}")
+    return {str(k): v for k, v in raw.items()}
 
 
 def _state(raw: dict[str, Any], trees: list[tuple[Any, StateTree]]) -> StateTree:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import backends, trees
+from .. import backends, sdpa, trees
 from ..decorate import AotEntry
 from ..errors import AotBuildError, CompileError, compile_failure
 from ..manifest import ROLE_BACKWARD, ROLE_FORWARD, ROLE_GRAD, ROLE_INFERENCE, Entry, TrainingRecord, Variant
@@ -215,6 +215,7 @@ class Exporter:
                 "function (e.g. torch.tensor literals), so baked into the artifact"
             )
         traced.embedded = embedded
+        traced.sdpa = sdpa.compiled_flags(traced.ep.graph_module, where)
         random = random_ops(traced.ep)
         if random:
             say(
@@ -320,6 +321,7 @@ class Exporter:
             labels=tuple(iset.labels),
             training=training,
             mutated=traced.mutated,
+            sdpa=next((t.sdpa for t in exported.values() if t.sdpa), {}),
         )
         say(f"{entry.key} ({variant.signature()}): {state.summary()}")
         return variant, programs, shapes

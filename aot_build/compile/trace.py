@@ -54,6 +54,8 @@ class Traced:
     embedded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     #: The tensors the program writes in place, by index among those the library takes.
     mutated: tuple[int, ...] = ()
+    #: The SDPA flags the program is compiled under, when it calls SDPA (:mod:`aot_build.sdpa`).
+    sdpa: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def state_tree(self) -> StateTree:
         """The variant's guard tree: the captured guards, and each lifted weight at its paths."""

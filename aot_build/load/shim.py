@@ -3,7 +3,8 @@
 A call runs the compiled library only when everything it was compiled for holds: same torch
 release, a variant whose argument specs the call meets (dtypes, ranks, fixed sizes, dynamic
 dimensions in range, layout, plain values), package state as the trace saw it (guards),
-weights of the compiled shapes, a library for the arguments' device that this CPU can
+weights of the compiled shapes, the attention backend flags it was compiled under (a
+program that calls SDPA: :mod:`aot_build.sdpa`), a library for the arguments' device that this CPU can
 execute, an intact file. Otherwise the original function runs, with one warning per entry
 and failing check (``AOT_BUILD_STRICT=1``: an error instead).
 
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import backends, collector, trees, values
+from .. import backends, collector, sdpa, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..guards.bound import BindError, BoundState
@@ -228,6 +229,8 @@ class _VariantRunner:
         self.cpu_runner: Any = None
         #: The tensors the library writes in place, by index among those it takes.
         self.mutated = variant.mutated
+        #: The SDPA flags it was compiled under, when it calls SDPA: checked on each call.
+        self.sdpa = sdpa.FlagCheck(variant.sdpa) if variant.sdpa else None
 
     @functools.cached_property
     def state(self) -> BoundState | Miss:
@@ -255,7 +258,12 @@ class _VariantRunner:
 
     def state_check(self, self_obj: Any) -> Held | Miss:
         """Every guard on package state, and the weights to pass: held ones while their paths
-        still lead to them, read again when one was replaced."""
+        still lead to them, read again when one was replaced; first, for a program that calls
+        SDPA, torch's SDPA flags."""
+        if self.sdpa is not None:
+            changed = self.sdpa.changed()
+            if changed is not None:
+                return Miss("sdpa", self.sdpa.explain(changed), f"sdpa {changed}")
         state = self.state
         if isinstance(state, Miss):
             return state

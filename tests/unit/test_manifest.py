@@ -351,6 +351,24 @@ def test_training_record_round_trips_and_is_versioned_by_content() -> None:
     assert Manifest.from_dict(raw, "x").entries["pkg.mod:fn"].variants[0].training == record
 
 
+def test_sdpa_flags_round_trip_and_a_record_without_them_loads() -> None:
+    """A variant's SDPA flags are written only where its program calls SDPA: a record without
+    the field (every record before it, and those of programs without SDPA) loads with none."""
+    raw = _raw()
+    (variant,) = raw["entries"]["pkg.mod:fn"]["variants"]
+    assert "sdpa" not in variant
+    assert Manifest.from_dict(raw, "x").entries["pkg.mod:fn"].variants[0].sdpa == {}
+    flags = {"flash_sdp_enabled": True, "math_sdp_enabled": True, "sdp_priority_order": [1, 2, 0, 3, 4]}
+    m = sample_manifest()
+    m.entries["pkg.mod:fn"].variants = (replace(m.entries["pkg.mod:fn"].variants[0], sdpa=flags),)
+    back = Manifest.from_dict(json.loads(m.to_json()), "x")
+    assert back == m and back.entries["pkg.mod:fn"].variants[0].sdpa == flags
+    for bad in ("yes", {"flash_sdp_enabled": "on"}, {"sdp_priority_order": [1.5]}):
+        variant["sdpa"] = bad
+        with pytest.raises(ManifestError, match="damaged manifest"):
+            Manifest.from_dict(copy.deepcopy(raw), "x")
+
+
 def test_a_call_rules_grad_artifact_of_format_3_reads_as_grad() -> None:
     """Format 3 named a call rule's grad-enabled artifact "forward" (no "backward" beside it);
     it reads as role "grad". A flat rule's forward and backward keep their roles."""
