@@ -3,8 +3,8 @@
 A call runs the compiled library only when everything it was compiled for holds: same torch
 release, a variant whose argument specs the call meets (dtypes, ranks, fixed sizes, dynamic
 dimensions in range, layout, plain values), package state as the trace saw it (guards),
-weights of the compiled shapes, the attention backend flags it was compiled under (a
-program that calls SDPA: :mod:`aot_build.sdpa`), a library for the arguments' device that this CPU can
+weights of the compiled shapes, torch's attention backend flags as compiled (a program that
+calls SDPA: :mod:`aot_build.sdpa`), a library for the arguments' device that this CPU can
 execute, an intact file. Otherwise the original function runs, with one warning per entry
 and failing check (``AOT_BUILD_STRICT=1``: an error instead).
 
