@@ -18,14 +18,21 @@ flags its record would carry.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
-from operator import call
 from typing import Any
 
 import torch
 
 from .errors import CompileError
 from .records import TupleRecord
+
+if sys.version_info >= (3, 11):
+    from operator import call as _call
+else:
+
+    def _call(read: Callable[[], Any]) -> Any:
+        return read()
 
 
 class Flag(TupleRecord):
@@ -159,7 +166,7 @@ class FlagCheck:
     def changed(self) -> str | None:
         """None while every flag is as compiled; else the name of the first that differs (or
         of one :attr:`unshared`)."""
-        if not self.unshared and tuple(map(call, self.reads)) == self.expected:
+        if not self.unshared and tuple(map(_call, self.reads)) == self.expected:
             return None
         if self.unshared:
             return self.unshared[0]
