@@ -76,7 +76,7 @@ GROUP_COST = {
     "test_bad_inputs.py": 70,
     "test_dynamo_rule.py": 40,
     "test_inplace.py": 40,
-    "test_sdpa.py": 30,
+    "test_sdpa_e2e.py": 30,
 }
 #: Every test below this folder is marked ``e2e`` (:func:`pytest_collection_modifyitems`), and
 #: no other test is: README's fast command runs ``tests/unit``.

@@ -1,6 +1,6 @@
 """torch's SDPA backend flags (aot_build.sdpa): what the build records of a program that calls
 scaled_dot_product_attention, what it refuses, and the shim's per-call check. The compiled
-package's calls are in tests/e2e/test_sdpa.py."""
+package's calls are in tests/e2e/test_sdpa_e2e.py."""
 
 from __future__ import annotations
 
