@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import backends, collector, sdpa, trees, values
+from .. import backends, collector, trees, values
 from ..constants import ENV_DISABLE, ENV_STRICT
 from ..errors import FallbackError, FallbackWarning, ManifestError
 from ..guards.bound import BindError, BoundState
@@ -42,6 +42,7 @@ from .checks import EXCEPTION, Check, CheckBuilder, RefusingCheck
 
 if TYPE_CHECKING:
     from ..decorate import AotEntry
+    from ..sdpa import FlagCheck
 
 _LEAF_TYPES = frozenset({torch.Tensor, torch.nn.Parameter, int, float, bool, str, type(None)})
 _TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
@@ -230,7 +231,11 @@ class _VariantRunner:
         #: The tensors the library writes in place, by index among those it takes.
         self.mutated = variant.mutated
         #: The SDPA flags it was compiled under, when it calls SDPA: checked on each call.
-        self.sdpa = sdpa.FlagCheck(variant.sdpa) if variant.sdpa else None
+        self.sdpa: FlagCheck | None = None
+        if variant.sdpa:  # imported here: most entries call no attention, and a first call imports the shim
+            from ..sdpa import FlagCheck
+
+            self.sdpa = FlagCheck(variant.sdpa)
 
     @functools.cached_property
     def state(self) -> BoundState | Miss:
