@@ -168,6 +168,35 @@ def test_wrapper_adds_the_floor_to_links_only(tmp_path: Path) -> None:
     assert "libaot_build_floor.a" not in host_script.read_text()
 
 
+def test_wrapper_binds_a_librarys_own_functions_when_linking(tmp_path: Path) -> None:
+    """A library the wrapper links calls the functions it defines itself directly: no PLT slot
+    for them, which the dynamic loader would look up through every library torch has loaded on
+    the first call (about a millisecond of a BERT library's first run); a function it takes from
+    another library keeps its slot."""
+    name, env = write_wrapper(tmp_path / "w", "host")
+    wrapper = str(Path(env["PATH"].split(":")[0]) / name)
+    src = tmp_path / "t.cpp"
+    src.write_text(
+        "#include <cstdlib>\n"
+        'extern "C" int own_helper(int x) { return x * 3 + std::rand(); }\n'
+        'extern "C" int entry(int x) { return own_helper(x) + own_helper(x + 1); }\n'
+    )
+    obj, lib = tmp_path / "t.o", tmp_path / "t.so"
+    subprocess.run([wrapper, "-O0", "-fPIC", "-c", str(src), "-o", str(obj)], check=True)
+    subprocess.run([wrapper, "-shared", str(obj), "-o", str(lib)], check=True)
+
+    def slots(path: Path) -> list[str]:
+        out = subprocess.run(["readelf", "-rW", str(path)], capture_output=True, text=True, check=True).stdout
+        return [line.split()[4] for line in out.splitlines() if "JUMP_SLOT" in line]
+
+    bound = slots(lib)
+    assert not any("own_helper" in s for s in bound), bound
+    assert any(s.startswith("rand") for s in bound), bound  # libc's: still looked up
+    unbound = tmp_path / "plain.so"  # the same link without the wrapper has the slot
+    subprocess.run([shutil.which("g++") or "g++", "-shared", str(obj), "-o", str(unbound)], check=True)
+    assert any("own_helper" in s for s in slots(unbound))
+
+
 def test_wrapper_keeps_a_name_inductor_knows_as_gcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Inductor names its precompiled headers ``.gch`` only for a compiler whose name it takes
     for GCC (``cpp_builder._is_gcc``); under any other name it writes ``.pch``, which GCC never
