@@ -793,6 +793,13 @@ fail:
 }
 
 /* 1: the snapshot proves every check holds; 0: walk in full. */
+/* A method read from an object is made afresh by each read (``log.getEffectiveLevel``): the
+   same function bound to the same object is the same method. */
+static int same_method(PyObject *a, PyObject *b) {
+    return PyMethod_Check(a) && PyMethod_Check(b) && PyMethod_GET_FUNCTION(a) == PyMethod_GET_FUNCTION(b) &&
+           PyMethod_GET_SELF(a) == PyMethod_GET_SELF(b);
+}
+
 static int fast_path_memo(Evaluator *ev, PyObject *self_obj, PyObject *weights, KeyMemo *memo) {
     if (!ev->have_snapshot || weights != ev->weights) return 0;
     if (ev->self_none) {
@@ -835,8 +842,9 @@ static int fast_path_memo(Evaluator *ev, PyObject *self_obj, PyObject *weights, 
                 PyErr_Clear();
                 return 0;
             }
+            int same = now == obj || same_method(now, obj);
             Py_DECREF(now);
-            if (now != obj) return 0;
+            if (!same) return 0;
         }
         for (Py_ssize_t j = 0; j < v->ncheck; j++) {
             if (!run_check(v->checks[j], obj, ev->objs, weights)) return 0;

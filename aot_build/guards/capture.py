@@ -72,6 +72,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import re
 import sys
 import types
@@ -691,6 +692,58 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+#: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
+_LOG_METHODS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+@dataclass(frozen=True)
+class _LoggerCall:
+    """A call of a ``logging.Logger`` method at ``level`` (``log.debug(...)``,
+    ``log.isEnabledFor(logging.DEBUG)``): the logger's source, the method, and whether the
+    logger was enabled for that level while tracing."""
+
+    source: Any
+    logger: logging.Logger
+    method: str
+    level: int
+    enabled: bool
+
+
+@contextlib.contextmanager
+def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
+    """Dynamo (2.13) stops at any call of a logger's method (torch.export drops them). Answer
+    ``isEnabledFor(level)`` as the logger does now and drop a logging call whose level is off,
+    recording each, for the translator to check that the logger stays as it is (a call at a
+    level that is on is refused there: the function run as Python logs on every call)."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.misc import LoggingLoggerVariable
+
+    original = LoggingLoggerVariable.call_method
+
+    def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        logger = self.value
+        level = _LOG_METHODS.get(name)
+        if name in ("log", "isEnabledFor") and args and args[0].is_python_constant():
+            level = args[0].as_python_constant()
+        if tx.export or type(level) is not int or not isinstance(logger, logging.Logger):
+            return original(self, tx, name, args, kwargs)
+        enabled = logger.isEnabledFor(level)
+        found.append(_LoggerCall(self.source, logger, name, level, enabled))
+        return ConstantVariable.create(enabled if name == "isEnabledFor" else None)
+
+    with mock.patch.object(LoggingLoggerVariable, "call_method", call_method):
+        yield
+
+
 #: torch's "is this code being compiled?" functions, which Dynamo answers True while tracing.
 _COMPILING = (
     "torch.compiler:is_compiling",
@@ -996,6 +1049,8 @@ class _Recorded:
     fallbacks: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: calls into torch answered while tracing.
     state_reads: list[_StateRead] = field(default_factory=list)
+    #: calls of a logger's methods answered (or dropped) while tracing.
+    logger_calls: list[_LoggerCall] = field(default_factory=list)
     #: each module class called, with the source of one instance.
     module_classes: dict[type, Any] = field(default_factory=dict)
     #: ("isinstance" or "issubclass", object's source, class) of each test the class answers.
@@ -1043,6 +1098,7 @@ class _Recorded:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
+            _logger_calls_answered(self.logger_calls),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
@@ -1399,6 +1455,8 @@ class _Translator:
             self._each(self._getattr_fallback, source, name)
         for read in recorded.state_reads:
             self._each(self._state_read, read)
+        for call in recorded.logger_calls:
+            self._each(self._logger_call, call)
         for cls, source in recorded.module_classes.items():
             self._each(self._module_call, cls, source)
         for source, name, defined in recorded.class_lookups:
@@ -1859,6 +1917,36 @@ class _Translator:
                 )
             path = ObjPath(("ref", ident["ref"]))
         self._equals(path.child("call"), read.value)
+
+    def _logger_call(self, call: _LoggerCall) -> None:
+        """A logger's method answered at trace time (see :func:`_logger_calls_answered`): check
+        on each call what ``isEnabledFor`` answers from (the logger's ``disabled``, the
+        manager's ``disable``, its effective level, the methods); a logging call at a level
+        that is on is refused."""
+        logger = call.logger
+        level = logging.getLevelName(call.level)
+        if call.method != "isEnabledFor" and call.enabled:
+            raise CaptureError(
+                f"{self.where}: logs through logger {logger.name!r} at level {level}, which is on: "
+                "the function run as Python logs on every call, a compiled call cannot.\n  log "
+                "outside the entry, or at a level that is off while the package is built (such a "
+                "call is compiled out, and the entry runs as Python while its level is on)"
+            )
+        path = self.path(call.source) if call.source is not None else None
+        if path is None:
+            raise CaptureError(
+                f"{self.where}: asks logger {logger.name!r} whether level {level} is on, through "
+                "no global or attribute aot_build can find again to check the answer on each "
+                "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
+            )
+        self._class_attribute(path, "isEnabledFor")
+        if call.method != "isEnabledFor":
+            self._class_attribute(path, call.method)
+        self._class_attribute(path, "getEffectiveLevel")
+        self._equals(path.child("getattr", "disabled"), logger.disabled)
+        self._equals(path.child("getattr", "manager").child("getattr", "disable"), logger.manager.disable)
+        # the first level set up the hierarchy, which a logger made later may join
+        self._equals(path.child("getattr", "getEffectiveLevel").child("call"), logger.getEffectiveLevel())
 
     def _module_call(self, cls: type, source: Any) -> None:
         """Modules of class ``cls`` are called by the trace: their class still runs the very

@@ -10,6 +10,7 @@ import copyreg
 import functools
 import importlib
 import json
+import logging
 import os
 import random
 import sys
@@ -548,6 +549,32 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m, "FROZEN_SKIP", m.FROZEN_SKIP | {torch.nn.ReLU}),
         "guard_pkg.state.FROZEN_SKIP now contains torch.nn.modules.activation.ReLU",
     ),
+    # a logger: a call at a level that is off is compiled out, a branch on a level answered
+    (
+        "logs_debug",
+        lambda m: _Patched(m.LOG, "level", logging.DEBUG),
+        "guard_pkg.state.LOG.getEffectiveLevel() is int 10, compiled for int 30",
+    ),
+    (
+        "log_branch",
+        lambda m: _Patched(logging.getLogger(), "level", logging.DEBUG),  # the root's, inherited
+        "guard_pkg.state.LOG.getEffectiveLevel() is int 10, compiled for int 30",
+    ),
+    (
+        "log_warning_branch",
+        lambda m: _Patched(m.LOG.manager, "_disable", logging.CRITICAL),  # as logging.disable() sets it
+        "guard_pkg.state.LOG.manager.disable is int 50, compiled for int 0",
+    ),
+    (
+        "log_warning_branch",
+        lambda m: _Patched(m.LOG, "disabled", True),
+        "guard_pkg.state.LOG.disabled is bool True",
+    ),
+    (
+        "log_warning_branch",
+        lambda m: _Patched(logging.Logger, "isEnabledFor", lambda self, level: False),
+        "type(guard_pkg.state.LOG).isEnabledFor was replaced",
+    ),
 ]
 
 
@@ -852,6 +879,11 @@ REFUSED = [
         "define the class at module level",
     ),
     ("keyed_by_object", "an item keyed by <weakref", "key the mapping by a plain value"),
+    (
+        "logs_warning",
+        "logs through logger 'guard_pkg.state' at level WARNING, which is on",
+        "log outside the entry, or at a level that is off while the package is built",
+    ),
     (
         "skip_set_loop",
         "relies on the order in which the set guard_pkg.state.SKIP_TYPES iterates; it holds classes",

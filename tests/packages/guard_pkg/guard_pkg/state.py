@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import enum
 import functools
+import logging
 import math
 import os
 import types
@@ -963,3 +964,27 @@ def skip_set_loop(x: torch.Tensor) -> torch.Tensor:
     for cls in SKIP_TYPES:  # iterated: its order differs in each process (refused)
         x = x * (2.0 if cls is nn.Dropout else 3.0) + 1
     return x
+
+
+# -- a logger: a call at a level that is off is compiled out; a branch on the level
+LOG = logging.getLogger("guard_pkg.state")
+
+
+def logs_debug(x: torch.Tensor) -> torch.Tensor:
+    LOG.debug("scaling a tensor of shape %s", x.shape)
+    return x * 2
+
+
+def log_branch(x: torch.Tensor) -> torch.Tensor:
+    if LOG.isEnabledFor(logging.DEBUG):  # extra statistics while debugging
+        return x * 2 + x.mean()
+    return x * 2
+
+
+def log_warning_branch(x: torch.Tensor) -> torch.Tensor:
+    return x * 3 if LOG.isEnabledFor(logging.WARNING) else x * 2
+
+
+def logs_warning(x: torch.Tensor) -> torch.Tensor:
+    LOG.warning("this runs on every call")
+    return x * 2
