@@ -528,6 +528,34 @@ static int generic_getattr(PyTypeObject *tp) {
     return ga != NULL && ga == object_getattribute;
 }
 
+/* Python __getattr__ functions whose answer is fixed by dicts the instance holds in its own
+   dict, by name (nn.Module's: _parameters, _buffers, _modules): set_getattr_reads(). */
+static PyObject *getattr_reads = NULL;
+
+/* Stamps that fix what the class's Python __getattr__ ga answers for obj (a name missing from
+   obj's dict and class falls to it): the dicts it reads, where known; else 0, volatile. */
+static int stamp_getattr_reads(Evaluator *ev, PyObject *ga, PyObject *dict) {
+    if (getattr_reads == NULL || dict == NULL) return 0;
+    PyObject *names = PyDict_GetItemWithError(getattr_reads, ga);
+    if (names == NULL || !PyTuple_Check(names)) {
+        PyErr_Clear();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *d = PyDict_GetItemWithError(dict, PyTuple_GET_ITEM(names, i));
+        if (d == NULL) {
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+            continue; /* absent: adding it changes the instance dict's tag */
+        }
+        if (!PyDict_CheckExact(d)) return 0;
+        if (stamp_dict(ev, d) < 0) return -1;
+    }
+    return 1;
+}
+
 /* Whether the Python function f (a class's __getattribute__) was traced by the build: the tree
    checks it, or its code, by identity (Dynamo inlines such a function and guards every read it
    makes, so with its code unchanged its result is fixed by the tree's other checks and by the
@@ -585,6 +613,31 @@ static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
     PyObject **dictptr = _PyObject_GetDictPtr(obj);
     PyObject *dict = dictptr != NULL ? *dictptr : NULL;
     if (dictptr != NULL && (dict == NULL || !PyDict_CheckExact(dict))) return 0;
+    if (descr == NULL) {
+        /* not on the class: the instance dict's, or a miss, which falls to a module's
+           __getattr__ (PEP 562) or the class's Python __getattr__ (nn.Module's finds
+           parameters, buffers and submodules): what those read is not in the tags above */
+        int found = dict != NULL ? PyDict_Contains(dict, name) : 0;
+        if (found < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (!found) {
+            if (PyModule_Check(obj)) {
+                int hook = PyDict_Contains(dict, str_getattr);
+                if (hook != 0) {
+                    PyErr_Clear();
+                    return 0;
+                }
+            } else {
+                PyObject *ga = _PyType_Lookup(tp, str_getattr);
+                if (ga != NULL) {
+                    int r = stamp_getattr_reads(ev, ga, dict);
+                    if (r <= 0) return r;
+                }
+            }
+        }
+    }
     if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL) {
         /* a method found on the class binds anew on every read, unless the instance shadows it */
         int shadowed = dict != NULL ? PyDict_Contains(dict, name) : 0;
@@ -1548,9 +1601,22 @@ static PyTypeObject EvaluatorType = {
     .tp_methods = Evaluator_methods,
 };
 
+static PyObject *module_set_getattr_reads(PyObject *unused, PyObject *table) {
+    if (!PyDict_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "set_getattr_reads({function: (dict names, ...)})");
+        return NULL;
+    }
+    Py_INCREF(table);
+    Py_XSETREF(getattr_reads, table);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))module_bind, METH_FASTCALL,
      "bind(nodes, nweights, binder) -> (program, weight_nodes): a record's guard tree as a program"},
+    {"set_getattr_reads", (PyCFunction)module_set_getattr_reads, METH_O,
+     "set_getattr_reads({function: (names, ...)}): Python __getattr__ functions whose answer the "
+     "dicts of those names in the instance's own dict fix"},
     {NULL}};
 
 static struct PyModuleDef module = {

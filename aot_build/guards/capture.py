@@ -205,6 +205,12 @@ def _class_set(value: Any) -> bool:
     )
 
 
+def _class_namespace(path: ObjPath, value: Any) -> bool:
+    """Whether ``value`` at ``path`` is a class's ``__dict__``: always a mappingproxy to Python,
+    the dict it shows to the C evaluator (which reads the class's own), so its type is no check."""
+    return isinstance(value, types.MappingProxyType) and bool(path.steps) and path.steps[-1][0] == "dict"
+
+
 def _site(tx: Any) -> _Site | None:
     """Where the frame that Dynamo's translator ``tx`` traces is, and from where it was called."""
     frames = []
@@ -1589,7 +1595,8 @@ class _Translator:
         if kind == "TENSOR_MATCH":
             self._weight(path)
         elif kind == "TYPE_MATCH":
-            add(path, Check("type", self._type_of(self.value(path), path)))
+            if not _class_namespace(path, self.value(path)):
+                add(path, Check("type", self._type_of(self.value(path), path)))
         elif kind in _IDENTITY or kind == "CLOSURE_MATCH":
             self._identity(path, self.value(path))
         elif kind in _VALUE:
@@ -1607,7 +1614,8 @@ class _Translator:
                 if _class_set(value):
                     self._class_members(path, value)
                 return
-            add(path, Check("type", self._class_ref(type(value), path)))
+            if not _class_namespace(path, value):
+                add(path, Check("type", self._class_ref(type(value), path)))
             # a non-empty dict's (or constant set's) length is guarded where Dynamo unpacked its
             # keys (list(d), [*d], tuple(S)): its keys, in order, are what the trace relied on
             if kind == "SEQUENCE_LENGTH" and not (isinstance(value, (dict, set, frozenset)) and value):

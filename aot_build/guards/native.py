@@ -35,6 +35,16 @@ MODULE = "_aot_guards"
 SOURCE_PREFIX = "/aot-build/guards"
 
 
+def _getattr_reads() -> dict[Any, tuple[str, ...]]:
+    """Python ``__getattr__`` functions whose answer is fixed by dicts the instance holds in
+    its own dict, by name: the evaluator stamps those dicts' tags where a name falls to such a
+    ``__getattr__`` (``hasattr(self, "offset")`` on an nn.Module), and re-runs the check on
+    every call for any other ``__getattr__`` (which may read anything)."""
+    import torch
+
+    return {torch.nn.Module.__getattr__: ("_parameters", "_buffers", "_modules")}
+
+
 class EvaluatorBuildError(RuntimeError):
     """The evaluator could not be compiled; the message says why and what to install."""
 
@@ -121,4 +131,7 @@ def load(path: Path) -> Any:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
+    setter = getattr(module, "set_getattr_reads", None)  # evaluators built before it: none
+    if setter is not None:
+        setter(_getattr_reads())
     return module

@@ -549,6 +549,27 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m, "FROZEN_SKIP", m.FROZEN_SKIP | {torch.nn.ReLU}),
         "guard_pkg.state.FROZEN_SKIP now contains torch.nn.modules.activation.ReLU",
     ),
+    # a name an nn.Module's __getattr__ answers once registered (the snapshot stamps its dicts)
+    (
+        "offset_if_registered",
+        lambda m: m.OFFSETTABLE.register_buffer("offset", torch.ones(4)),
+        "guard_pkg.state.OFFSETTABLE.offset now exists",
+    ),
+    (
+        "scale_if_set",
+        lambda m: setattr(m.OFFSETTABLE, "gain", torch.nn.Parameter(torch.full((4,), 2.0))),
+        "guard_pkg.state.OFFSETTABLE.gain now exists",
+    ),
+    (
+        "lazy_flag",
+        lambda m: _Item(sys.modules["guard_pkg.lazy_module"].TABLE, "FLAG", 1.0),
+        "lazy_module.FLAG now exists",
+    ),
+    (
+        "class_namespace_get",
+        lambda m: setattr(m.Tunables, "boost", 3.0),
+        "guard_pkg.state.Tunables.__dict__",
+    ),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",

@@ -988,3 +988,41 @@ def log_warning_branch(x: torch.Tensor) -> torch.Tensor:
 def logs_warning(x: torch.Tensor) -> torch.Tensor:
     LOG.warning("this runs on every call")
     return x * 2
+
+
+# -- a name missing from a module, which its __getattr__ answers once registered
+class Offsettable(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if hasattr(self, "offset"):  # a buffer a user may register after import
+            y = y + self.offset
+        return y
+
+
+OFFSETTABLE = Offsettable().eval()
+
+
+def offset_if_registered(x: torch.Tensor) -> torch.Tensor:
+    return OFFSETTABLE(x)
+
+
+def scale_if_set(x: torch.Tensor) -> torch.Tensor:
+    gain = getattr(OFFSETTABLE, "gain", None)
+    return x if gain is None else x * gain
+
+
+def lazy_flag(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if hasattr(lazy_module, "FLAG") else x  # FLAG: missing, until TABLE has it
+
+
+# -- a class's namespace read as a mapping (a mappingproxy to Python, the class's dict to C)
+class Tunables:
+    base = 1.0
+
+
+def class_namespace_get(x: torch.Tensor) -> torch.Tensor:
+    return x * Tunables.__dict__.get("boost", 2.0)
