@@ -1615,7 +1615,7 @@ class _Translator:
                     self._class_members(path, value)
                 return
             if not _class_namespace(path, value):
-                add(path, Check("type", self._class_ref(type(value), path)))
+                add(path, Check("type", self._type_of(value, path)))
             # a non-empty dict's (or constant set's) length is guarded where Dynamo unpacked its
             # keys (list(d), [*d], tuple(S)): its keys, in order, are what the trace relied on
             if kind == "SEQUENCE_LENGTH" and not (isinstance(value, (dict, set, frozenset)) and value):

@@ -99,10 +99,12 @@ def _class(expect: Any, found: Any) -> Any:
 
 
 def made_class(cls: type) -> dict[str, Any] | None:
-    """How a class that torch makes at run time for one object is recognised where no import
-    path finds it: its name and its bases' paths (``torch.nn.utils.parametrize`` makes a
-    ``ParametrizedLinear(Linear)`` for each module it parametrizes). None for other classes."""
-    if not cls.__module__.startswith("torch."):
+    """How a class that no import path finds is recognised: its name and its bases' paths. For
+    classes torch makes at run time for one object (``torch.nn.utils.parametrize`` makes a
+    ``ParametrizedLinear(Linear)`` for each module it parametrizes) and C struct sequences, whose
+    instance is what their name finds (``sys.version_info``, ``sys.flags``). None for others."""
+    struct = issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+    if not (cls.__module__.startswith("torch.") or struct):
         return None
     bases = [class_ref(b) for b in cls.__bases__]
     return None if None in bases else {"name": cls.__qualname__, "bases": bases}

@@ -570,6 +570,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Tunables, "boost", 3.0),
         "guard_pkg.state.Tunables.__dict__",
     ),
+    (
+        "version_branch",
+        lambda m: setattr(m, "sys", types.SimpleNamespace(version_info=(3, 8, 0), flags=sys.flags)),
+        "guard_pkg.state.sys",
+    ),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",

@@ -10,6 +10,7 @@ import functools
 import logging
 import math
 import os
+import sys
 import types
 import typing
 import weakref
@@ -1026,3 +1027,10 @@ class Tunables:
 
 def class_namespace_get(x: torch.Tensor) -> torch.Tensor:
     return x * Tunables.__dict__.get("boost", 2.0)
+
+
+# -- the interpreter's struct sequences (no import path finds their classes)
+def version_branch(x: torch.Tensor) -> torch.Tensor:
+    if sys.version_info >= (3, 9) and not sys.flags.optimize:
+        return x * 2
+    return x
