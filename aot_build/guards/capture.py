@@ -1001,7 +1001,7 @@ def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterator[None]:
-    """Dynamo (2.13) answers ``bool(obj)``, ``len(obj)``, ``callable(obj)`` and the like for an
+    """Dynamo (2.13) answers ``bool(obj)``, ``len(obj)``, ``callable(obj)``, ``str(obj)`` and the like for an
     object of a Python class from whether the class (or a base) defines ``__bool__``,
     ``__len__``, ``__call__``..., guarding the object's type only: such a method added to the
     class after import, or its ``__bases__`` changed, went unseen. Record each protocol method
@@ -1015,6 +1015,7 @@ def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterato
     lookup = UserDefinedObjectVariable.lookup_class_mro_attr
     is_callable = builtin.BuiltinVariable.call_callable
     truth = object_protocol.generic_bool
+    to_str = builtin.BuiltinVariable.call_str
 
     def answered(arg: Any, *names: str) -> None:
         if isinstance(arg, UserDefinedObjectVariable) and arg.source is not None:
@@ -1037,9 +1038,20 @@ def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterato
         answered(obj, "__bool__", "__len__")
         return truth(tx, obj)
 
+    def called_str(self: Any, tx: Any, arg: Any) -> Any:
+        # str(obj): its class's __str__ (which Dynamo inlines, unchecked), else object's, which
+        # returns repr(obj): Dynamo calls that while tracing, so what __repr__ reads went unseen;
+        # trace it as repr(obj), which Dynamo follows (and whose lookups are recorded above)
+        if isinstance(arg, UserDefinedObjectVariable):
+            answered(arg, "__str__")
+            if type(arg.value).__str__ is object.__str__:
+                return object_protocol.generic_repr(tx, arg)
+        return to_str(self, tx, arg)
+
     with (
         mock.patch.object(UserDefinedObjectVariable, "lookup_class_mro_attr", looked_up),
         mock.patch.object(builtin.BuiltinVariable, "call_callable", called_callable),
+        mock.patch.object(builtin.BuiltinVariable, "call_str", called_str),
         mock.patch.object(symbolic_convert, "generic_bool", generic_bool),
         mock.patch.object(builtin, "generic_bool", generic_bool),
         mock.patch.object(object_protocol, "generic_bool", generic_bool),

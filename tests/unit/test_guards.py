@@ -575,6 +575,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m, "sys", types.SimpleNamespace(version_info=(3, 8, 0), flags=sys.flags)),
         "guard_pkg.state.sys",
     ),
+    (
+        "str_dispatch",
+        lambda m: setattr(m.Mode, "__str__", lambda self: "none"),
+        "type(guard_pkg.state.MODE).__str__ was replaced",
+    ),
+    ("str_by_repr", lambda m: setattr(m.NAMED, "name", "tanh"), "guard_pkg.state.NAMED.name"),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",

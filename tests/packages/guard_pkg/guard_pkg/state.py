@@ -1034,3 +1034,29 @@ def version_branch(x: torch.Tensor) -> torch.Tensor:
     if sys.version_info >= (3, 9) and not sys.flags.optimize:
         return x * 2
     return x
+
+
+# -- str(obj): its class's __str__, or its __repr__ (object's __str__ returns repr(obj))
+class Mode:
+    def __str__(self) -> str:
+        return "relu"
+
+
+class Named:
+    def __init__(self) -> None:
+        self.name = "relu"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+MODE = Mode()
+NAMED = Named()
+
+
+def str_dispatch(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x) if str(MODE) == "relu" else x
+
+
+def str_by_repr(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x) if str(NAMED) == "relu" else x * 2
