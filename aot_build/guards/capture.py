@@ -20,6 +20,8 @@ with a test (tests/unit/test_guards.py):
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
 * a class attribute the class gets from its metaclass: no guard at all;
+* a classmethod looked up on a class (``Ops.scale(x)``, ``type(self).act(x)``): Dynamo binds
+  and inlines the function it wraps unguarded;
 * an entry called inside the traced function (or a module whose ``forward`` is one): it is its
   plain function to the trace, whatever it is bound to in the user's process;
 * an attribute found up the class hierarchy (a base's property; ``super().forward``): Dynamo
@@ -847,6 +849,27 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _class_methods_recorded(found: dict[Any, None]) -> Iterator[None]:
+    """Dynamo (2.13) binds a classmethod looked up on a class (``Ops.scale(x)``,
+    ``REG["a"].f(x)``, ``type(self).act(x)``) to the function it wraps and inlines it without a
+    guard on that function (a staticmethod's is guarded, a classmethod's read through an instance
+    too): ``Ops.scale = classmethod(other)`` after import went unseen. Record the source of each
+    such descriptor (the class's ``__dict__`` item Dynamo found it at), for the translator to
+    check its kind and the function it wraps."""
+    from torch._dynamo.variables.functions import ClassMethodVariable
+
+    original = ClassMethodVariable.tp_descr_get_impl
+
+    def recorded(self: Any, tx: Any, obj: Any, owner: Any) -> Any:
+        if self.source is not None:
+            found[self.source] = None
+        return original(self, tx, obj, owner)
+
+    with mock.patch.object(ClassMethodVariable, "tp_descr_get_impl", recorded):
+        yield
+
+
+@contextlib.contextmanager
 def _metaclass_reads_recorded(found: dict[tuple[Any, str], None], calls: dict[type, None]) -> Iterator[None]:
     """Dynamo (2.13) answers a class attribute that the class gets from its metaclass
     (``Meta.SCALE`` read as ``Cls.SCALE``) with no guard but the class's identity: the
@@ -1079,6 +1102,8 @@ class _Recorded:
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
     #: each of torch's Python functions the trace put into the graph whole.
     torch_functions: dict[Any, None] = field(default_factory=dict)
+    #: the source of each classmethod a class gave (its class's ``__dict__`` item).
+    class_methods: dict[Any, None] = field(default_factory=dict)
     #: (class's source, name) of each class attribute the class gets from its metaclass.
     metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: each class called whose metaclass defines its own ``__call__``.
@@ -1125,6 +1150,7 @@ class _Recorded:
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
             _new_objects_recorded(self.new_objects),
+            _class_methods_recorded(self.class_methods),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
             _torch_functions_recorded(self.torch_functions),
         ):
@@ -1489,6 +1515,8 @@ class _Translator:
             self._each(self._set_order, source)
         for source, name in recorded.new_objects:
             self._each(self._new_object_read, source, name)
+        for source in recorded.class_methods:
+            self._each(self._class_method, source)
         for source, name in recorded.metaclass_reads:
             self._each(self._metaclass_read, source, name)
         for cls in recorded.metaclass_calls:
@@ -1823,6 +1851,19 @@ class _Translator:
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
                 if defaults is not None and values.is_plain(defaults):
                     self._equals(found.child(step), defaults)
+
+    def _class_method(self, source: Any) -> None:
+        """A classmethod the trace bound and ran, found in a class's ``__dict__`` at ``source``
+        (Dynamo guards the classes before it in the MRO to lack the name): it is still a
+        classmethod, of the very function traced."""
+        path = self.path(source)
+        if path is None:
+            return
+        descriptor = self.value(path)
+        if not isinstance(descriptor, classmethod):
+            return
+        self.builder.add(path, Check("type", self._class_ref(classmethod, path)))
+        self._identity(path.child("getattr", "__func__"), descriptor.__func__)
 
     def _torch_function(self, fn: types.FunctionType, depth: int) -> None:
         """The functions ``fn`` (one of torch's, run whole in the graph) reads from its module

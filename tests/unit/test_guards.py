@@ -607,6 +607,17 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(logging.Logger, "isEnabledFor", lambda self, level: False),
         "type(guard_pkg.state.LOG).isEnabledFor was replaced",
     ),
+    # a classmethod looked up on the class (Dynamo guards a staticmethod's function, not this)
+    (
+        "class_method",
+        lambda m: setattr(m.Ops, "scale", classmethod(lambda cls, x: x * 5.0)),
+        "guard_pkg.state.Ops.scale.__func__ was replaced",
+    ),
+    (
+        "class_method",
+        lambda m: setattr(m.Ops, "scale", staticmethod(m.Ops.scale.__func__)),
+        "guard_pkg.state.Ops.scale is a builtins.staticmethod, compiled for builtins:classmethod",
+    ),
 ]
 
 

@@ -1060,3 +1060,16 @@ def str_dispatch(x: torch.Tensor) -> torch.Tensor:
 
 def str_by_repr(x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x) if str(NAMED) == "relu" else x * 2
+
+
+# -- a classmethod looked up on the class: Dynamo inlines the function it wraps, unguarded
+class Ops:
+    K = 2.0
+
+    @classmethod
+    def scale(cls, x: torch.Tensor) -> torch.Tensor:
+        return x * cls.K
+
+
+def class_method(x: torch.Tensor) -> torch.Tensor:
+    return Ops.scale(x)
