@@ -20,6 +20,8 @@ with a test (tests/unit/test_guards.py):
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
 * a class attribute the class gets from its metaclass: no guard at all;
+* an object created of a class that has no ``__new__`` or ``__init__`` of its own (``A()``):
+  Dynamo guards the class's identity only, not that it (and its bases) still lack them;
 * a classmethod looked up on a class (``Ops.scale(x)``, ``type(self).act(x)``): Dynamo binds
   and inlines the function it wraps unguarded;
 * an entry called inside the traced function (or a module whose ``forward`` is one): it is its
@@ -849,6 +851,25 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _class_calls_recorded(found: dict[Any, None]) -> Iterator[None]:
+    """Dynamo (2.13) creates an object of a class that defines no ``__new__`` or ``__init__`` of
+    its own (``A()``, the object's are found on ``object``) guarding the class's identity only:
+    ``A.__init__`` (or a base's, or ``__new__``) set after import went unseen. Record the source
+    of each class the trace calls, for the translator to check that it still lacks them."""
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    original = UserDefinedClassVariable.call_function
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        if self.source is not None:
+            found[self.source] = None
+        return original(self, tx, args, kwargs)
+
+    with mock.patch.object(UserDefinedClassVariable, "call_function", recorded):
+        yield
+
+
+@contextlib.contextmanager
 def _class_methods_recorded(found: dict[Any, None]) -> Iterator[None]:
     """Dynamo (2.13) binds a classmethod looked up on a class (``Ops.scale(x)``,
     ``REG["a"].f(x)``, ``type(self).act(x)``) to the function it wraps and inlines it without a
@@ -1102,6 +1123,8 @@ class _Recorded:
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
     #: each of torch's Python functions the trace put into the graph whole.
     torch_functions: dict[Any, None] = field(default_factory=dict)
+    #: the source of each class the trace called (to create an object).
+    class_calls: dict[Any, None] = field(default_factory=dict)
     #: the source of each classmethod a class gave (its class's ``__dict__`` item).
     class_methods: dict[Any, None] = field(default_factory=dict)
     #: (class's source, name) of each class attribute the class gets from its metaclass.
@@ -1151,6 +1174,7 @@ class _Recorded:
             _set_orders_recorded(),
             _new_objects_recorded(self.new_objects),
             _class_methods_recorded(self.class_methods),
+            _class_calls_recorded(self.class_calls),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
             _torch_functions_recorded(self.torch_functions),
         ):
@@ -1517,6 +1541,8 @@ class _Translator:
             self._each(self._new_object_read, source, name)
         for source in recorded.class_methods:
             self._each(self._class_method, source)
+        for source in recorded.class_calls:
+            self._each(self._class_call, source)
         for source, name in recorded.metaclass_reads:
             self._each(self._metaclass_read, source, name)
         for cls in recorded.metaclass_calls:
@@ -1851,6 +1877,27 @@ class _Translator:
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
                 if defaults is not None and values.is_plain(defaults):
                     self._equals(found.child(step), defaults)
+
+    def _class_call(self, source: Any) -> None:
+        """The class at ``source``, called by the trace to create an object, still lacks the
+        ``__new__`` and ``__init__`` it found on a builtin base (``object``'s): each class before
+        that base in its MRO still lacks them. One the class or a base defines in Python is
+        checked where the trace ran it (Dynamo guards ``__new__``, see :meth:`_new_object_read`
+        for ``__init__``)."""
+        path = self.path(source)
+        if path is None:
+            return
+        cls = self.value(path)
+        if not isinstance(cls, type):
+            return
+        mro = cls.__mro__
+        for name in ("__new__", "__init__"):
+            owner = next((i for i, k in enumerate(mro) if name in vars(k)), None)
+            if owner is None or mro[owner].__module__ != "builtins":
+                continue
+            for i in range(owner):
+                at = path if i == 0 else path.child("mro").child("index", i)
+                self.builder.add(at.child("dict"), Check("lacks", name))
 
     def _class_method(self, source: Any) -> None:
         """A classmethod the trace bound and ran, found in a class's ``__dict__`` at ``source``

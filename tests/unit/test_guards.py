@@ -618,6 +618,22 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Ops, "scale", staticmethod(m.Ops.scale.__func__)),
         "guard_pkg.state.Ops.scale is a builtins.staticmethod, compiled for builtins:classmethod",
     ),
+    # an object of a class with no __init__ or __new__ of its own (Dynamo guards the class only)
+    (
+        "created_plain",
+        lambda m: setattr(m.Bare, "__init__", lambda self: setattr(self, "k", 5.0)),
+        "guard_pkg.state.Bare.__init__ is now set on the class",
+    ),
+    (
+        "created_plain",
+        lambda m: setattr(m.BareBase, "__init__", lambda self: setattr(self, "k", 5.0)),
+        "guard_pkg.state.Bare.__mro__[1].__init__ is now set on the class",
+    ),
+    (
+        "created_plain",
+        lambda m: setattr(m.Bare, "__new__", lambda cls: types.SimpleNamespace(k=5.0)),
+        "guard_pkg.state.Bare.__new__ is now set on the class",
+    ),
 ]
 
 

@@ -1073,3 +1073,16 @@ class Ops:
 
 def class_method(x: torch.Tensor) -> torch.Tensor:
     return Ops.scale(x)
+
+
+# -- an object of a class that defines no __new__ or __init__ (nor does its base): object's run
+class BareBase:
+    pass
+
+
+class Bare(BareBase):
+    k = 2.0
+
+
+def created_plain(x: torch.Tensor) -> torch.Tensor:
+    return x * Bare().k
