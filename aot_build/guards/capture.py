@@ -45,6 +45,8 @@ with a test (tests/unit/test_guards.py):
 * what an object's class answers without an attribute being read (``if obj:``,
   ``callable(obj)``, a protocol method it lacks): Dynamo guards the object's type only, not
   that the class still defines (or lacks) ``__bool__``, ``__len__``, ``__call__``...;
+* an attribute read that raised ``AttributeError`` inside a ``try`` (``CFG.k`` missing, a slot
+  unset): the name's absence is guarded, as for ``hasattr``;
 * a dict item read that raised ``KeyError`` inside a ``try`` (``os.environ.get("X")`` for an
   unset ``X``): the key's absence is guarded;
 * a method or attribute found on an object's class (``Gate.forward = other`` after import):
@@ -267,6 +269,7 @@ def _dynamo_settings() -> Iterator[None]:
         _restored_attributes_allowed(),
         _stdlib_reads_guarded(),
         _module_attributes_guarded(),
+        _missing_attributes_guarded(),
         _dict_keys_guarded(),
         _dict_reads_guarded(),
         _mro_walks_guarded(),
@@ -470,6 +473,38 @@ def _module_attributes_guarded() -> Iterator[None]:
     with (
         mock.patch.object(PythonModuleVariable, "var_getattr", var_getattr),
         mock.patch.object(PythonModuleVariable, "call_obj_hasattr", call_obj_hasattr),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _missing_attributes_guarded() -> Iterator[None]:
+    """Dynamo (2.13) guards the answer of ``hasattr(obj, "k")`` and of ``getattr(obj, "k",
+    default)``, but not a read ``obj.k`` that raises AttributeError inside a ``try`` (the
+    ``except`` branch runs instead): ``obj.k`` (or the class's) set after import, or a slot left
+    unset then filled, went unseen. Guard the attribute's absence, as ``hasattr`` does."""
+    from torch._dynamo.exc import ObservedAttributeError
+    from torch._dynamo.guards import GuardBuilder, install_guard
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable, UserDefinedObjectVariable
+
+    def guarded(original: Callable[..., Any]) -> Callable[..., Any]:
+        def var_getattr(self: Any, tx: Any, name: str) -> Any:
+            try:
+                return original(self, tx, name)
+            except ObservedAttributeError:
+                if self.source is not None:
+                    install_guard(self.source.make_guard(functools.partial(GuardBuilder.HASATTR, attr=name)))
+                raise
+
+        return var_getattr
+
+    with (
+        mock.patch.object(
+            UserDefinedObjectVariable, "var_getattr", guarded(UserDefinedObjectVariable.var_getattr)
+        ),
+        mock.patch.object(
+            UserDefinedClassVariable, "var_getattr", guarded(UserDefinedClassVariable.var_getattr)
+        ),
     ):
         yield
 

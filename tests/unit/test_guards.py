@@ -634,6 +634,10 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Bare, "__new__", lambda cls: types.SimpleNamespace(k=5.0)),
         "guard_pkg.state.Bare.__new__ is now set on the class",
     ),
+    # an attribute read that raised AttributeError inside a try (hasattr's answer is guarded)
+    ("missing_attribute", lambda m: setattr(m.FALLBACKS, "k", 5.0), "guard_pkg.state.FALLBACKS.k now exists"),
+    ("missing_attribute", lambda m: setattr(m.Fallbacks, "k", 5.0), "guard_pkg.state.FALLBACKS.k now exists"),
+    ("unset_slot", lambda m: setattr(m.UNSET_SLOT, "k", 5.0), "guard_pkg.state.UNSET_SLOT.k now exists"),
 ]
 
 

@@ -1086,3 +1086,34 @@ class Bare(BareBase):
 
 def created_plain(x: torch.Tensor) -> torch.Tensor:
     return x * Bare().k
+
+
+# -- an attribute read that raises AttributeError inside a try: the except branch is traced
+class Fallbacks:
+    DEFAULT = 2.0
+
+
+FALLBACKS = Fallbacks()
+
+
+def missing_attribute(x: torch.Tensor) -> torch.Tensor:
+    try:
+        k = FALLBACKS.k
+    except AttributeError:
+        k = FALLBACKS.DEFAULT
+    return x * k
+
+
+class UnsetSlot:
+    __slots__ = ("k",)
+
+
+UNSET_SLOT = UnsetSlot()  # its slot is never set
+
+
+def unset_slot(x: torch.Tensor) -> torch.Tensor:
+    try:
+        k = UNSET_SLOT.k
+    except AttributeError:
+        k = 2.0
+    return x * k
