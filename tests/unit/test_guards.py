@@ -577,8 +577,8 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     (
         "str_dispatch",
-        lambda m: setattr(m.Mode, "__str__", lambda self: "none"),
-        "type(guard_pkg.state.MODE).__str__ was replaced",
+        lambda m: setattr(m.Activation, "__str__", lambda self: "none"),
+        "type(guard_pkg.state.ACTIVATION).__str__ was replaced",
     ),
     ("str_by_repr", lambda m: setattr(m.NAMED, "name", "tanh"), "guard_pkg.state.NAMED.name"),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered

@@ -1037,7 +1037,7 @@ def version_branch(x: torch.Tensor) -> torch.Tensor:
 
 
 # -- str(obj): its class's __str__, or its __repr__ (object's __str__ returns repr(obj))
-class Mode:
+class Activation:
     def __str__(self) -> str:
         return "relu"
 
@@ -1050,12 +1050,12 @@ class Named:
         return self.name
 
 
-MODE = Mode()
+ACTIVATION = Activation()
 NAMED = Named()
 
 
 def str_dispatch(x: torch.Tensor) -> torch.Tensor:
-    return torch.relu(x) if str(MODE) == "relu" else x
+    return torch.relu(x) if str(ACTIVATION) == "relu" else x
 
 
 def str_by_repr(x: torch.Tensor) -> torch.Tensor:
