@@ -11,11 +11,12 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
-from types import CodeType, FrameType
+from types import CodeType, FrameType, ModuleType
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -293,3 +294,55 @@ def build_sample(
         timeout=1500,  # one compile worker: the largest sample (31 programs) takes ~10 min
     )
     return proc, src, out
+
+
+def compile_module_package(
+    tmp: Path, package: str, source: str, inductor_cache: Path
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """Package ``package`` (its ``__init__.py`` is ``source``) compiled for ``cpu-baseline`` by
+    the build's own child process (``python -m aot_build.compile``, this checkout's aot_build)
+    under ``tmp``, its artifacts beside it, as a wheel installs them: the folder to put on
+    ``sys.path``, and the finished build process."""
+    from aot_build.build_config import BuildConfig
+    from aot_build.constants import ARTIFACT_DIR
+    from aot_build.discover import list_modules
+
+    build_lib = tmp / "build_lib"
+    (build_lib / package).mkdir(parents=True)
+    (build_lib / package / "__init__.py").write_text(source, encoding="utf-8")
+    staging = tmp / "staging"
+    staging.mkdir()
+    job = BuildConfig(
+        build_lib=str(build_lib),
+        packages=[package],
+        modules=list_modules(build_lib, [package], []),
+        targets=["cpu-baseline"],
+        out_dir=str(staging),
+    )
+    config = tmp / "job.json"
+    config.write_text(json.dumps(job.to_json()), encoding="utf-8")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "PYTHONPATH": str(REPO_ROOT)}
+    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=600)
+    shutil.copytree(staging / package / ARTIFACT_DIR, build_lib / package / ARTIFACT_DIR)
+    return build_lib, proc
+
+
+@contextmanager
+def imported_fresh(package: str, root: Path, monkeypatch: Any) -> Iterator[ModuleType]:
+    """``package`` imported anew from ``root`` (forgotten again after), its manifest read anew:
+    each test finds the package as a fresh process would."""
+    import importlib
+
+    from aot_build.load import artifacts
+
+    def forget() -> None:
+        for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+            del sys.modules[name]
+
+    forget()
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setattr(artifacts, "_MANIFESTS", {})
+    try:
+        yield importlib.import_module(package)
+    finally:
+        forget()

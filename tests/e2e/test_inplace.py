@@ -8,11 +8,6 @@ process), as ``conftest.compiled`` does for shim_pkg; every test imports a fresh
 
 from __future__ import annotations
 
-import importlib
-import json
-import os
-import shutil
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,14 +17,11 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import REPO_ROOT, run, run_traced
+from helpers import compile_module_package, imported_fresh, run_traced
 
-from aot_build.build_config import BuildConfig
 from aot_build.compile.joint import export_joint
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
-from aot_build.discover import list_modules
 from aot_build.errors import FallbackWarning
-from aot_build.load import artifacts
 from aot_build.load.autograd import training_call
 from aot_build.load.shim import _overlapping
 from aot_build.manifest import Manifest
@@ -57,41 +49,17 @@ def update(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> Path:
-    tmp = tmp_path_factory.mktemp("inplace-compile")
-    build_lib = tmp / "build_lib"
-    (build_lib / PKG).mkdir(parents=True)
-    (build_lib / PKG / "__init__.py").write_text(SOURCE, encoding="utf-8")
-    staging = tmp / "staging"
-    staging.mkdir()
-    job = BuildConfig(
-        build_lib=str(build_lib),
-        packages=[PKG],
-        modules=list_modules(build_lib, [PKG], []),
-        targets=["cpu-baseline"],
-        out_dir=str(staging),
+    build_lib, proc = compile_module_package(
+        tmp_path_factory.mktemp("inplace-compile"), PKG, SOURCE, inductor_cache
     )
-    config = tmp / "job.json"
-    config.write_text(json.dumps(job.to_json()), encoding="utf-8")
-    # this checkout's aot_build, whichever one the interpreter has installed
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "PYTHONPATH": str(REPO_ROOT)}
-    proc = run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=600)
     assert f"note: {KEY} updates in place: argument out, weight {PKG}.ACC" in proc.stdout
-    shutil.copytree(staging / PKG / ARTIFACT_DIR, build_lib / PKG / ARTIFACT_DIR)
     return build_lib
-
-
-def _forget() -> None:
-    for name in [n for n in sys.modules if n == PKG or n.startswith(PKG + ".")]:
-        del sys.modules[name]
 
 
 @pytest.fixture
 def pkg(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    _forget()
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setattr(artifacts, "_MANIFESTS", {})
-    yield importlib.import_module(PKG)
-    _forget()
+    with imported_fresh(PKG, root, monkeypatch) as module:
+        yield module
 
 
 def call(pkg: ModuleType, *args: Any) -> tuple[Any, bool, list[str]]:

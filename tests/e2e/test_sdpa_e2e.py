@@ -11,11 +11,7 @@ process), as test_inplace.py does; every test imports a fresh copy.
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import shutil
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -25,15 +21,12 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import REPO_ROOT, run, run_traced
+from helpers import compile_module_package, imported_fresh, run_traced
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from aot_build import sdpa
-from aot_build.build_config import BuildConfig
 from aot_build.constants import ARTIFACT_DIR, MANIFEST_NAME
-from aot_build.discover import list_modules
 from aot_build.errors import FallbackWarning
-from aot_build.load import artifacts
 from aot_build.manifest import Manifest
 
 PKG = "sdpa_unit_pkg"
@@ -62,42 +55,18 @@ def plain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory, inductor_cache: Path) -> Path:
-    tmp = tmp_path_factory.mktemp("sdpa-compile")
-    build_lib = tmp / "build_lib"
-    (build_lib / PKG).mkdir(parents=True)
-    (build_lib / PKG / "__init__.py").write_text(SOURCE, encoding="utf-8")
-    staging = tmp / "staging"
-    staging.mkdir()
-    job = BuildConfig(
-        build_lib=str(build_lib),
-        packages=[PKG],
-        modules=list_modules(build_lib, [PKG], []),
-        targets=["cpu-baseline"],
-        out_dir=str(staging),
+    build_lib, _ = compile_module_package(
+        tmp_path_factory.mktemp("sdpa-compile"), PKG, SOURCE, inductor_cache
     )
-    config = tmp / "job.json"
-    config.write_text(json.dumps(job.to_json()), encoding="utf-8")
-    # this checkout's aot_build, whichever one the interpreter has installed
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache), "PYTHONPATH": str(REPO_ROOT)}
-    run([sys.executable, "-m", "aot_build.compile", config], cwd=tmp, env=env, timeout=600)
-    shutil.copytree(staging / PKG / ARTIFACT_DIR, build_lib / PKG / ARTIFACT_DIR)
     return build_lib
-
-
-def _forget() -> None:
-    for name in [n for n in sys.modules if n == PKG or n.startswith(PKG + ".")]:
-        del sys.modules[name]
 
 
 @pytest.fixture
 def pkg(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    _forget()
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setattr(artifacts, "_MANIFESTS", {})
     before = sdpa.current()
-    yield importlib.import_module(PKG)
+    with imported_fresh(PKG, root, monkeypatch) as module:
+        yield module
     assert sdpa.current() == before  # each change is undone by its test
-    _forget()
 
 
 def call(entry: Any, *args: Any) -> tuple[Any, bool, list[str]]:
