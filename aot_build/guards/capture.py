@@ -851,6 +851,43 @@ def _set_orders_recorded() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _set_uses_recorded(members: dict[tuple[Any, type], bool], other: set[Any]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``cls in S`` for a set of classes from the elements it realized,
+    each guarded by its position (``list(S)[i]``): record each such test (the set's source, the
+    class, the answer), and the source of each set used otherwise (a method, an operator), for
+    the translator to check the membership tested (a set that only answers ``in`` may grow:
+    transformers registers each output class it defines) or, for a set used otherwise, all of
+    its members."""
+    from torch._dynamo.variables.sets import SetVariable
+
+    contains = SetVariable.sq_contains
+    method = SetVariable.call_method
+
+    def sq_contains(self: Any, tx: Any, item: Any) -> Any:
+        result = contains(self, tx, item)
+        try:
+            value = item.as_python_constant() if self.source is not None else None
+        except Exception:  # not a constant: the set is checked whole
+            value = None
+        if isinstance(value, type) and result.is_python_constant():
+            members[(self.source, value)] = bool(result.as_python_constant())
+        elif self.source is not None:
+            other.add(self.source)
+        return result
+
+    def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if self.source is not None and name not in ("__contains__", "__len__", "__iter__"):
+            other.add(self.source)
+        return method(self, tx, name, args, kwargs)
+
+    with (
+        mock.patch.object(SetVariable, "sq_contains", sq_contains),
+        mock.patch.object(SetVariable, "call_method", call_method),
+    ):
+        yield
+
+
+@contextlib.contextmanager
 def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
     """Dynamo (2.13) guards the class of an object the function creates (``Helper()``), not
     what it then finds on that class: a method, ``__init__``, ``__call__``, a property, replaced
@@ -1170,6 +1207,10 @@ class _Recorded:
     new_objects: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: the source of each set (or dict) whose iteration order the trace relied on.
     key_order: set[Any] = field(default_factory=set)
+    #: (set's source, class) of each ``cls in S`` the trace answered, with the answer.
+    set_members: dict[tuple[Any, type], bool] = field(default_factory=dict)
+    #: the source of each set the trace used otherwise than by ``in`` (checked whole).
+    sets_used: set[Any] = field(default_factory=set)
     #: the source of each tensor whose ``requires_grad`` the trace read.
     requires_grad: dict[Any, None] = field(default_factory=dict)
     #: where ``torch.compiler.is_compiling()`` answers True; None: everywhere, as Dynamo does.
@@ -1207,6 +1248,7 @@ class _Recorded:
             _compiling_answered(self.compiled_at, self.compiling_asked),
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
+            _set_uses_recorded(self.set_members, self.sets_used),
             _new_objects_recorded(self.new_objects),
             _class_methods_recorded(self.class_methods),
             _class_calls_recorded(self.class_calls),
@@ -1386,6 +1428,7 @@ class _Translator:
         self.freevars = set(code.co_freevars)
         self._paths: dict[Any, ObjPath | None] = {}
         self._hooks_read = False
+        self._tested_sets: set[Any] = set()  # see translate
         #: None: a read that cannot be carried is refused; a list: it is listed there instead
         #: (a trace of the branches the function takes as Python, which the artifact does not run).
         self.uncarried: list[str] | None = None if adding_to is None else []
@@ -1550,8 +1593,13 @@ class _Translator:
         from torch._guards import Guard
 
         self._hooks_read = False
+        # sets of classes the trace only asked ``cls in S``: their membership is checked, per class
+        self._tested_sets = {source for source, _ in recorded.set_members} - recorded.sets_used
         for guard in sorted(guards, key=Guard.sort_key):
             self._each(self._dynamo_guard, guard)
+        for (source, cls), present in recorded.set_members.items():
+            if source in self._tested_sets:
+                self._each(self._set_member, source, cls, present)
         if self._hooks_read:
             self._global_hooks()
         for source, name in recorded.fallbacks:
@@ -1640,7 +1688,17 @@ class _Translator:
         value = self.value(path)
         if not _class_set(value):
             raise self._unsupported(source, "a source")
-        self._class_members(path, value)
+        if source.base not in self._tested_sets:
+            self._class_members(path, value)
+
+    def _set_member(self, source: Any, cls: type, present: bool) -> None:
+        """``cls in S`` answered ``present`` for a set of classes the trace only tested: S
+        still (or still not) holds that class (another class added to S changes nothing)."""
+        path = self.path(source)
+        if path is None:
+            return  # a set passed as an argument
+        self.builder.add(path, Check("type", self._class_ref(type(self.value(path)), path)))
+        self.builder.add(path, Check("has" if present else "lacks", self._encode(cls, path)))
 
     def _class_members(self, path: ObjPath, value: Any) -> None:
         """The set of classes at ``path`` holds exactly these classes (in any order): adding or
@@ -1712,7 +1770,7 @@ class _Translator:
                 # a set of other objects: Dynamo guards each element too, by a source
                 # (list(S)[i], in this process's order): a set of classes is checked whole
                 # (see _set_element), any other is refused or left unchecked there
-                if _class_set(value):
+                if _class_set(value) and guard.originating_source not in self._tested_sets:
                     self._class_members(path, value)
                 return
             if not _class_namespace(path, value):

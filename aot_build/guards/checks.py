@@ -261,7 +261,7 @@ def _explain_keys(label: str, obj: Any, expect: Any) -> str:
 
 
 def _explain_has(label: str, obj: Any, expect: Any) -> str:
-    return f"{label} no longer contains {values.describe(values.decode(expect))}"
+    return f"{label} no longer contains {_elements([values.decode(expect)])}"
 
 
 def _explain_lacks(label: str, obj: Any, expect: Any) -> str:
@@ -275,7 +275,7 @@ def _explain_lacks(label: str, obj: Any, expect: Any) -> str:
             )
         on = "class" if isinstance(obj, types.MappingProxyType) else "instance"  # a class's namespace
         return f"{label[: -len('.__dict__')]}.{key} is now set on the {on} (it was not when compiled)"
-    return f"{label} now contains {values.describe(key)} (it did not when compiled)"
+    return f"{label} now contains {_elements([key])} (it did not when compiled)"
 
 
 def _explain_hasattr(label: str, obj: Any, expect: Any) -> str:

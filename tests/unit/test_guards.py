@@ -405,7 +405,7 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     (
         "copied",
         lambda m: _Item(copyreg.dispatch_table, m.Settings, m.five),
-        "copy.dispatch_table now contains <class 'guard_pkg.state.Settings'> (it did not when compiled)",
+        "copy.dispatch_table now contains guard_pkg.state.Settings (it did not when compiled)",
     ),
     ("as_dict", lambda m: setattr(m.OPTIONS, "k", 3.0), "guard_pkg.state.OPTIONS.k is float 3.0"),
     (
@@ -541,13 +541,18 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     (
         "skip_by_type",
-        lambda m: m.SKIP_TYPES.discard(torch.nn.Identity),
-        "guard_pkg.state.SKIP_TYPES no longer contains torch.nn.modules.linear.Identity",
+        lambda m: m.SKIP_TYPES.discard(torch.nn.Dropout),  # a class the function tested
+        "guard_pkg.state.SKIP_TYPES no longer contains torch.nn.modules.dropout.Dropout",
     ),
     (
         "skip_class",
         lambda m: setattr(m, "FROZEN_SKIP", m.FROZEN_SKIP | {torch.nn.ReLU}),
         "guard_pkg.state.FROZEN_SKIP now contains torch.nn.modules.activation.ReLU",
+    ),
+    (
+        "skip_superset",
+        lambda m: setattr(m, "FROZEN_SKIP", m.FROZEN_SKIP - {torch.nn.Dropout}),
+        "guard_pkg.state.FROZEN_SKIP no longer contains torch.nn.modules.dropout.Dropout",
     ),
     # a name an nn.Module's __getattr__ answers once registered (the snapshot stamps its dicts)
     (
@@ -759,14 +764,18 @@ def test_a_set_of_classes_is_checked_by_its_members_in_any_order(
 ) -> None:
     """``type(m) in SKIP``: Dynamo guards each class by its position in this process's order
     (classes hash by address, so another process iterates the set in another order); the set is
-    checked by its members instead. An equal set (another object, refilled) passes."""
+    checked by the membership of each class tested instead. An equal set (another object,
+    refilled) passes, and so does a class added that the function never tests (transformers
+    adds each output class it defines to such a set)."""
     check = Checker(pkg.skip_by_type, evaluator)
     kinds = [
         c.kind for i, c in check.tree.checks() if check.tree.path(i).label() == "guard_pkg.state.SKIP_TYPES"
     ]
-    assert sorted(kinds) == ["eq", "type"]
+    assert sorted(kinds) == ["has", "lacks", "lacks", "type"]  # Dropout in it; Linear, ReLU not
     assert check() == -1
     pkg.SKIP_TYPES = set(reversed(list(pkg.SKIP_TYPES)))
+    assert check() == -1
+    pkg.SKIP_TYPES.add(torch.nn.Tanh)
     assert check() == -1
     pkg.SKIP_TYPES.add(torch.nn.ReLU)
     assert pkg.skip_by_type(X).equal(pkg.SKIP_LAYERS[0](X))  # eager skips the ReLU now
