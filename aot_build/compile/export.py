@@ -174,8 +174,8 @@ class Exporter:
                 "pass the tensor as an argument, or hold it in a module global or on self"
             )
         if traced.mutated:
-            say(
-                f"note: {entry.key} updates in place: "
+            self.note(
+                f"{entry.key} updates in place: "
                 f"{', '.join(mutated_labels(traced, iset, traced.mutated))} (written into the "
                 "caller's tensors by the compiled library, as eager does)"
             )
@@ -209,8 +209,8 @@ class Exporter:
         ]
         if embedded:
             listing = ", ".join(f"{c['name']} {c['shape']} {c['dtype']}" for c in embedded)
-            say(
-                f"note: {entry.key} embeds {len(embedded)} tensor constant(s), "
+            self.note(
+                f"{entry.key} embeds {len(embedded)} tensor constant(s), "
                 f"{sum(int(c['bytes']) for c in embedded)} bytes ({listing}), created inside the "
                 "function (e.g. torch.tensor literals), so baked into the artifact"
             )
@@ -218,8 +218,8 @@ class Exporter:
         traced.sdpa = sdpa.compiled_flags(traced.ep.graph_module, where)
         random = random_ops(traced.ep)
         if random:
-            say(
-                f"note: {entry.key} draws random numbers ({', '.join(random)}): its compiled calls "
+            self.note(
+                f"{entry.key} draws random numbers ({', '.join(random)}): its compiled calls "
                 "draw another stream than eager Python under the same seed (as torch.compile's do)"
             )
         return traced

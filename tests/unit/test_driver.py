@@ -271,3 +271,13 @@ def test_precompiled_headers_only_where_they_pay_off(monkeypatch: pytest.MonkeyP
 
     pins = compile_options(avx2)
     assert pins and all(inductor_config(avx2, {k: "other" for k in pins}, 1)[k] == v for k, v in pins.items())
+
+
+def test_a_note_is_printed_once_per_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An entry's variants (a dynamic entry's size-one ones, its input sets) often earn the same
+    note (updates in place, random numbers, embedded constants): it is printed once."""
+    exporter = Exporter(tmp_path, "aoti", tmp_path)
+    for msg in ("pkg:f draws random numbers (aten.rand)", "pkg:f draws random numbers (aten.rand)", "other"):
+        exporter.note(msg)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["aot-build: note: pkg:f draws random numbers (aten.rand)", "aot-build: note: other"]
