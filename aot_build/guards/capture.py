@@ -559,15 +559,17 @@ def _module_calls_recorded(found: dict[type, Any]) -> Iterator[None]:
     """Dynamo (2.13) calls an ``nn.Module``'s ``forward`` directly when the module's
     ``__call__`` and ``_call_impl`` are torch's own and it has no hooks: it guards the hooks,
     not that ``__call__`` is still torch's (a profiler or a patch that replaces
-    ``nn.Module.__call__``, or a subclass's, after import). Record the class of each module
-    the trace calls (with the source of one instance), for the translator to check both."""
+    ``nn.Module.__call__``, or a subclass's, after import); nor, for a module the function
+    creates (transformers' ``ACT2FN["gelu"]`` makes one), its ``forward``. Record the class of
+    each module the trace calls (with the source of one instance, None for one created), for
+    the translator to check them."""
     from torch._dynamo.variables.nn_module import UnspecializedNNModuleVariable
 
     original = UnspecializedNNModuleVariable.call_function
 
     def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
-        if self.source is not None:
-            found.setdefault(type(self.value), self.source)
+        # a module the function creates (ACT2FN["gelu"] makes one): None, its class is checked
+        found.setdefault(type(self.value), self.source)
         return original(self, tx, args, kwargs)
 
     with mock.patch.object(UnspecializedNNModuleVariable, "call_function", recorded):
@@ -747,7 +749,11 @@ _LOG_METHODS = {
     "exception": logging.ERROR,
     "critical": logging.CRITICAL,
     "fatal": logging.CRITICAL,
+    "warning_once": logging.WARNING,  # transformers' (on logging.Logger)
+    "info_once": logging.INFO,
 }
+#: logging.Logger's methods that answer a question about the logger (not log).
+_LOG_QUERIES = ("isEnabledFor", "getEffectiveLevel")
 
 
 @dataclass(frozen=True)
@@ -766,7 +772,8 @@ class _LoggerCall:
 @contextlib.contextmanager
 def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
     """Dynamo (2.13) stops at any call of a logger's method (torch.export drops them). Answer
-    ``isEnabledFor(level)`` as the logger does now and drop a logging call whose level is off,
+    ``isEnabledFor(level)`` and ``getEffectiveLevel()`` as the logger does now and drop a
+    logging call whose level is off,
     recording each, for the translator to check that the logger stays as it is (a call at a
     level that is on is refused there: the function run as Python logs on every call)."""
     from torch._dynamo.variables import ConstantVariable
@@ -779,11 +786,14 @@ def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
         level = _LOG_METHODS.get(name)
         if name in ("log", "isEnabledFor") and args and args[0].is_python_constant():
             level = args[0].as_python_constant()
+        if name == "getEffectiveLevel" and not args and isinstance(logger, logging.Logger):
+            level = logger.getEffectiveLevel()
         if tx.export or type(level) is not int or not isinstance(logger, logging.Logger):
             return original(self, tx, name, args, kwargs)
         enabled = logger.isEnabledFor(level)
         found.append(_LoggerCall(self.source, logger, name, level, enabled))
-        return ConstantVariable.create(enabled if name == "isEnabledFor" else None)
+        answer = {"isEnabledFor": enabled, "getEffectiveLevel": level}.get(name)
+        return ConstantVariable.create(answer)
 
     with mock.patch.object(LoggingLoggerVariable, "call_method", call_method):
         yield
@@ -899,6 +909,7 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
 
     getattr_original = UserDefinedObjectVariable.var_getattr
     method_original = UserDefinedObjectVariable.call_method
+    slot_original = UserDefinedObjectVariable._lookup_slot_type_attr
 
     def record(self: Any, name: str) -> None:
         if self.source is None:
@@ -915,9 +926,15 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
         record(self, name)
         return method_original(self, tx, name, args, kwargs)
 
+    def slot(self: Any, tx: Any, name: str, **kwargs: Any) -> Any:
+        # the operators Dynamo runs itself (obj[i], len(obj), x in obj, obj == y, obj + y)
+        record(self, name)
+        return slot_original(self, tx, name, **kwargs)
+
     with (
         mock.patch.object(UserDefinedObjectVariable, "var_getattr", var_getattr),
         mock.patch.object(UserDefinedObjectVariable, "call_method", call_method),
+        mock.patch.object(UserDefinedObjectVariable, "_lookup_slot_type_attr", slot),
     ):
         yield
 
@@ -1968,8 +1985,25 @@ class _Translator:
         if isinstance(value, types.FunctionType):  # its defaults, which the trace took as they were
             found = path.child("getattr", attr)
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
-                if defaults is not None and values.is_plain(defaults):
+                if defaults is None:
+                    continue
+                if values.is_plain(defaults):
                     self._equals(found.child(step), defaults)
+                    continue
+                # some are objects (a dataclass field's default_factory marker): the plain ones
+                # are checked one by one, the others by identity where a path finds them again
+                kind, pairs = (
+                    ("index", enumerate(defaults))
+                    if isinstance(defaults, tuple)
+                    else ("item", defaults.items())
+                )
+                for key, default in pairs:
+                    at = found.child(step).child(kind, key)
+                    if values.is_plain(default):
+                        self._equals(at, default)
+                        continue
+                    with contextlib.suppress(CaptureError):
+                        self._identity(at, default)
 
     def _class_call(self, source: Any) -> None:
         """The class at ``source``, called by the trace to create an object, still lacks the
@@ -2126,7 +2160,7 @@ class _Translator:
         that is on is refused."""
         logger = call.logger
         level = logging.getLevelName(call.level)
-        if call.method != "isEnabledFor" and call.enabled:
+        if call.method not in _LOG_QUERIES and call.enabled:
             raise CaptureError(
                 f"{self.where}: logs through logger {logger.name!r} at level {level}, which is on: "
                 "the function run as Python logs on every call, a compiled call cannot.\n  log "
@@ -2154,7 +2188,7 @@ class _Translator:
         ``__call__`` and ``_call_impl`` traced (torch's own, which call ``forward``), and the
         ``__getattr__`` that finds their parameters and submodules (Dynamo reads those tables
         itself)."""
-        path = self.path(source)
+        path = self.path(source) if source is not None else None
         ident = identity(cls)
         if ident is not None and "ref" in ident:
             found = ObjPath(("ref", ident["ref"]))
@@ -2164,7 +2198,10 @@ class _Translator:
             found = ObjPath(("ref", self._class_ref(cls, path)))  # refused: no import path finds it
         else:
             return  # a module passed as an argument, of a class no import path finds
-        for name in ("__call__", "_call_impl", "__getattr__"):
+        names = ["__call__", "_call_impl", "__getattr__"]
+        if source is None:  # created by the function: Dynamo inlines its forward unchecked
+            names.append("forward")
+        for name in names:
             self._identity(found.child("getattr", name), getattr(cls, name))
 
     def _global_hooks(self) -> None:

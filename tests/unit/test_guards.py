@@ -586,6 +586,27 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "type(guard_pkg.state.ACTIVATION).__str__ was replaced",
     ),
     ("str_by_repr", lambda m: setattr(m.NAMED, "name", "tanh"), "guard_pkg.state.NAMED.name"),
+    # objects the function creates: the operators their class answers, a module's forward
+    (
+        "created_protocol",
+        lambda m: setattr(m.Window, "__len__", lambda self: 1),
+        "guard_pkg.state.Window.__len__ was replaced",
+    ),
+    (
+        "created_protocol",
+        lambda m: setattr(m.Window, "__getitem__", lambda self, i: 5.0),
+        "guard_pkg.state.Window.__getitem__ was replaced",
+    ),
+    (
+        "created_module",
+        lambda m: setattr(m.Tripler, "forward", lambda self, x: x * 4),  # a kernel library's patch
+        "guard_pkg.state.Tripler.forward was replaced",
+    ),
+    (
+        "dataclass_default",
+        lambda m: setattr(m.Knobs.__init__, "__defaults__", (m.Knobs.__init__.__defaults__[0], 3.0)),
+        "guard_pkg.state.Knobs.__init__.__defaults__[1] is float 3.0, compiled for float 2.0",
+    ),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",
@@ -611,6 +632,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "log_warning_branch",
         lambda m: _Patched(logging.Logger, "isEnabledFor", lambda self, level: False),
         "type(guard_pkg.state.LOG).isEnabledFor was replaced",
+    ),
+    (
+        "log_level_branch",
+        lambda m: _Patched(m.LOG, "level", logging.INFO),
+        "guard_pkg.state.LOG.getEffectiveLevel() is int 20, compiled for int 30",
     ),
     # a classmethod looked up on the class (Dynamo guards a staticmethod's function, not this)
     (
@@ -1568,3 +1594,21 @@ def test_an_evaluator_without_bind_binds_in_python(pkg: types.ModuleType, evalua
     assert "type(guard_pkg.state.GATE).BIAS is float 1.0" in state.explain(
         state.check(None, weights), None, weights
     )
+
+
+def test_the_fixture_module_defines_each_name_once() -> None:
+    """A fixture defined twice in guard_pkg/state.py silently replaces the first (a class named
+    like another made rows of other kinds fail): each top-level name is bound once."""
+    import ast
+    import collections
+
+    tree = ast.parse((ROOT / "guard_pkg" / "state.py").read_text(encoding="utf-8"))
+    names: collections.Counter[str] = collections.Counter()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names[node.name] += 1
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] += 1
+    assert [name for name, n in names.items() if n > 1] == []

@@ -1121,3 +1121,46 @@ def unset_slot(x: torch.Tensor) -> torch.Tensor:
 
 def skip_superset(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if FROZEN_SKIP.issuperset({nn.Dropout}) else x  # a set used otherwise than by `in`
+
+
+def log_level_branch(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 + 1 if LOG.getEffectiveLevel() <= logging.INFO else x * 2
+
+
+# -- objects the function creates: the operators their class answers, a module's forward
+class Window:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> float:
+        return float(i + 1)
+
+
+def created_protocol(x: torch.Tensor) -> torch.Tensor:
+    w = Window(3)
+    return x * len(w) + w[0]
+
+
+class Tripler(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+
+MAKERS = {"triple": Tripler}  # transformers' ACT2FN makes a module per use
+
+
+def created_module(x: torch.Tensor) -> torch.Tensor:
+    return MAKERS["triple"]()(x)
+
+
+@dataclasses.dataclass
+class Knobs:
+    names: list[str] = dataclasses.field(default_factory=list)
+    scale: float = 2.0
+
+
+def dataclass_default(x: torch.Tensor) -> torch.Tensor:
+    return x * Knobs().scale
