@@ -625,18 +625,23 @@ def _class_tests_recorded(found: dict[tuple[str, Any, type], None]) -> Iterator[
 
 @contextlib.contextmanager
 def _restored_attributes_allowed() -> Iterator[None]:
-    """An attribute set and put back within the call (``obj.active = x ... finally:
-    obj.active = None``) changes nothing a caller can see: Dynamo (2.13) still lists it as a
-    side effect. Leave out of that list each object whose every stored attribute ends as a
-    constant identical (or equal, of the same type) to its value now."""
+    """An attribute (or a module global) set and put back within the call (``obj.active = x
+    ... finally: obj.active = None``; timm's ``with set_layer_config(exportable=True):``)
+    changes nothing a caller can see: Dynamo (2.13) still lists it as a side effect. Leave out
+    of that list each object whose every stored attribute ends as a constant identical (or
+    equal, of the same type) to its value now."""
     from torch._dynamo.output_graph import OutputGraph
     from torch._dynamo.variables.base import AttributeMutationExisting
+    from torch._dynamo.variables.misc import NewGlobalVariable
 
     original = OutputGraph.get_replayed_side_effect_source_refs
 
-    def unchanged(side_effects: Any, var: Any) -> bool:
+    def unchanged(side_effects: Any, var: Any, global_scope: Any) -> bool:
         stores = side_effects.store_attr_mutations.get(var)
-        state = getattr(getattr(var, "value", None), "__dict__", None)
+        # the traced frame's module globals stand for a NewGlobalVariable
+        state = global_scope if isinstance(var, NewGlobalVariable) else None
+        if state is None:
+            state = getattr(getattr(var, "value", None), "__dict__", None)
         if not isinstance(var.mutation_type, AttributeMutationExisting) or not stores or state is None:
             return False
         for name, final in stores.items():
@@ -650,7 +655,10 @@ def _restored_attributes_allowed() -> Iterator[None]:
     def refs(self: Any, *, populate_export_metadata: bool = False) -> list[str]:
         side_effects = self.side_effects
         modified = side_effects._get_modified_vars
-        side_effects._get_modified_vars = lambda: [v for v in modified() if not unchanged(side_effects, v)]
+        scope = self.global_scope
+        side_effects._get_modified_vars = lambda: [
+            v for v in modified() if not unchanged(side_effects, v, scope)
+        ]
         try:
             return original(self, populate_export_metadata=populate_export_metadata)
         finally:

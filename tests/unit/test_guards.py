@@ -607,6 +607,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Knobs.__init__, "__defaults__", (m.Knobs.__init__.__defaults__[0], 3.0)),
         "guard_pkg.state.Knobs.__init__.__defaults__[1] is float 3.0, compiled for float 2.0",
     ),
+    (
+        "with_layer_config",
+        lambda m: setattr(m, "_EXPORTABLE", True),  # put back to True after the block: + 1.0
+        "guard_pkg.state._EXPORTABLE is bool True, compiled for bool False",
+    ),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",

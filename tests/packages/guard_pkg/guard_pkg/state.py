@@ -1164,3 +1164,27 @@ class Knobs:
 
 def dataclass_default(x: torch.Tensor) -> torch.Tensor:
     return x * Knobs().scale
+
+
+# -- a global set and put back within the call (timm's `with set_layer_config(...)`)
+_EXPORTABLE = False
+
+
+class layer_config:  # named as timm names it
+    def __init__(self, exportable: bool) -> None:
+        global _EXPORTABLE
+        self.prev = _EXPORTABLE
+        _EXPORTABLE = exportable
+
+    def __enter__(self) -> "layer_config":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _EXPORTABLE
+        _EXPORTABLE = self.prev
+
+
+def with_layer_config(x: torch.Tensor) -> torch.Tensor:
+    with layer_config(exportable=True):
+        scale = 3.0 if _EXPORTABLE else 2.0
+    return x * scale + (1.0 if _EXPORTABLE else 0.0)
