@@ -36,9 +36,10 @@ SOURCE_PREFIX = "/aot-build/source"
 #: Added to the command line of every shared library the wrapper links. ``-Bsymbolic-functions``:
 #: the library's calls of functions it defines itself (AOTInductor's runtime and the C++
 #: templates it instantiates: ~230 of a small model's ~340 PLT slots) are bound when it is
-#: linked, not looked up through every library torch has loaded (~100) on their first call.
-#: That lookup was about a millisecond of a BERT library's first run (3.1 → 1.9 ms, measured
-#: here); data (a header's static variables, ``typeinfo``) stays shared with torch's copies.
+#: linked, not looked up through every library torch has loaded (~100) when it is loaded or
+#: first calls them. Measured on the benchmark's models (fresh processes, idle machine): loading
+#: a library 0.05-0.08 ms faster, its first run the same; data (a header's static variables,
+#: ``typeinfo``) stays shared with torch's copies.
 LINK_ARGS = ("-Wl,-Bsymbolic-functions",)
 
 

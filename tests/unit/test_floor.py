@@ -170,9 +170,8 @@ def test_wrapper_adds_the_floor_to_links_only(tmp_path: Path) -> None:
 
 def test_wrapper_binds_a_librarys_own_functions_when_linking(tmp_path: Path) -> None:
     """A library the wrapper links calls the functions it defines itself directly: no PLT slot
-    for them, which the dynamic loader would look up through every library torch has loaded on
-    the first call (about a millisecond of a BERT library's first run); a function it takes from
-    another library keeps its slot."""
+    for them, which the dynamic loader would look up through every library torch has loaded;
+    a function it takes from another library keeps its slot."""
     name, env = write_wrapper(tmp_path / "w", "host")
     wrapper = str(Path(env["PATH"].split(":")[0]) / name)
     src = tmp_path / "t.cpp"
