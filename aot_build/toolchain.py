@@ -10,7 +10,7 @@ adds ``-ffile-prefix-map`` for all three; Inductor keeps calling the bare compil
 The wrapper also holds the build's *manylinux floor* (:func:`floor_args`): libraries it links
 need no newer glibc and libstdc++ than the floor's policy allows (``manylinux_2_28`` by
 default), whatever the build host has. And it links every shared library with
-:data:`LINK_ARGS`: calls within the library bound at link time (a faster first call).
+:data:`LINK_ARGS`: calls within the library bound at link time (it loads a little faster).
 """
 
 from __future__ import annotations
