@@ -948,6 +948,21 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _sources_recorded(owner: type, method: str, found: dict[Any, None]) -> Iterator[None]:
+    """Record the source of each of Dynamo's variables of class ``owner`` whose ``method`` the
+    trace calls (one with no source: nothing to check it by)."""
+    original = getattr(owner, method)
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.source is not None:
+            found[self.source] = None
+        return original(self, *args, **kwargs)
+
+    with mock.patch.object(owner, method, recorded):
+        yield
+
+
+@contextlib.contextmanager
 def _class_calls_recorded(found: dict[Any, None]) -> Iterator[None]:
     """Dynamo (2.13) creates an object of a class that defines no ``__new__`` or ``__init__`` of
     its own (``A()``, the object's are found on ``object``) guarding the class's identity only:
@@ -955,14 +970,7 @@ def _class_calls_recorded(found: dict[Any, None]) -> Iterator[None]:
     of each class the trace calls, for the translator to check that it still lacks them."""
     from torch._dynamo.variables.user_defined import UserDefinedClassVariable
 
-    original = UserDefinedClassVariable.call_function
-
-    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
-        if self.source is not None:
-            found[self.source] = None
-        return original(self, tx, args, kwargs)
-
-    with mock.patch.object(UserDefinedClassVariable, "call_function", recorded):
+    with _sources_recorded(UserDefinedClassVariable, "call_function", found):
         yield
 
 
@@ -976,14 +984,7 @@ def _class_methods_recorded(found: dict[Any, None]) -> Iterator[None]:
     check its kind and the function it wraps."""
     from torch._dynamo.variables.functions import ClassMethodVariable
 
-    original = ClassMethodVariable.tp_descr_get_impl
-
-    def recorded(self: Any, tx: Any, obj: Any, owner: Any) -> Any:
-        if self.source is not None:
-            found[self.source] = None
-        return original(self, tx, obj, owner)
-
-    with mock.patch.object(ClassMethodVariable, "tp_descr_get_impl", recorded):
+    with _sources_recorded(ClassMethodVariable, "tp_descr_get_impl", found):
         yield
 
 
