@@ -948,6 +948,26 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _dir_calls_recorded(found: dict[Any, None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``dir(Cls)`` and ``dir(module)`` while tracing, guarding only the
+    object: a name added to the class (or a base) or the module after import changed eager's
+    answer unseen. Record the source of each object ``dir`` was asked of, for the translator to
+    check the names it holds."""
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    original = BuiltinVariable.call_dir
+
+    def call_dir(self: Any, tx: Any, arg: Any) -> Any:
+        result = original(self, tx, arg)
+        if result is not None and getattr(arg, "source", None) is not None:
+            found[arg.source] = None
+        return result
+
+    with mock.patch.object(BuiltinVariable, "call_dir", call_dir):
+        yield
+
+
+@contextlib.contextmanager
 def _sources_recorded(owner: type, method: str, found: dict[Any, None]) -> Iterator[None]:
     """Record the source of each of Dynamo's variables of class ``owner`` whose ``method`` the
     trace calls (one with no source: nothing to check it by)."""
@@ -1219,6 +1239,8 @@ class _Recorded:
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
+    #: the source of each class or module ``dir()`` was asked of.
+    dir_calls: dict[Any, None] = field(default_factory=dict)
     #: each of torch's Python functions the trace put into the graph whole.
     torch_functions: dict[Any, None] = field(default_factory=dict)
     #: the source of each class the trace called (to create an object).
@@ -1274,6 +1296,7 @@ class _Recorded:
             _compiling_answered(self.compiled_at, self.compiling_asked),
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
+            _dir_calls_recorded(self.dir_calls),
             _set_uses_recorded(self.set_members, self.sets_used),
             _new_objects_recorded(self.new_objects),
             _class_methods_recorded(self.class_methods),
@@ -1646,6 +1669,8 @@ class _Translator:
             self._each(self._requires_grad, source)
         for source in recorded.key_order:
             self._each(self._set_order, source)
+        for source in recorded.dir_calls:
+            self._each(self._dir_call, source)
         for source, name in recorded.new_objects:
             self._each(self._new_object_read, source, name)
         for source in recorded.class_methods:
@@ -1716,6 +1741,29 @@ class _Translator:
             raise self._unsupported(source, "a source")
         if source.base not in self._tested_sets:
             self._class_members(path, value)
+
+    def _dir_call(self, source: Any) -> None:
+        """``dir()`` of the class or module at ``source``, answered while tracing: the names in
+        the class's and each base's ``__dict__`` (what ``type.__dir__`` lists), or in the
+        module's, are still those; anything else ``dir`` was asked of is refused."""
+        path = self.path(source)
+        if path is None:
+            return
+        obj = self.value(path)
+        if isinstance(obj, type) and type(obj).__dir__ is type.__dir__:
+            for i, k in enumerate(obj.__mro__):
+                if k.__module__ == "builtins":
+                    continue
+                at = path if i == 0 else path.child("mro").child("index", i)
+                self.builder.add(at.child("dict"), Check("keys", self._encode(dict_keys(vars(k)), path)))
+        elif isinstance(obj, types.ModuleType) and "__dir__" not in vars(obj):
+            self.builder.add(path.child("dict"), Check("keys", self._encode(dict_keys(vars(obj)), path)))
+        else:
+            raise CaptureError(
+                f"{self.where}: calls dir({path.label()}), which torch.compile's tracer answers while "
+                "building; aot_build checks the names of a class or a plain module only.\n  list "
+                "the names the function needs in a module-level tuple"
+            )
 
     def _set_member(self, source: Any, cls: type, present: bool) -> None:
         """``cls in S`` answered ``present`` for a set of classes the trace only tested: S

@@ -612,6 +612,7 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m, "_EXPORTABLE", True),  # put back to True after the block: + 1.0
         "guard_pkg.state._EXPORTABLE is bool True, compiled for bool False",
     ),
+    ("dir_branch", lambda m: setattr(m.Tunables, "boost", 3.0), "guard_pkg.state.Tunables.__dict__ has keys"),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",

@@ -1188,3 +1188,7 @@ def with_layer_config(x: torch.Tensor) -> torch.Tensor:
     with layer_config(exportable=True):
         scale = 3.0 if _EXPORTABLE else 2.0
     return x * scale + (1.0 if _EXPORTABLE else 0.0)
+
+
+def dir_branch(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if "boost" in dir(Tunables) else x  # dir(): answered while tracing
