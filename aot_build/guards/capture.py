@@ -967,6 +967,39 @@ def _dir_calls_recorded(found: dict[Any, None]) -> Iterator[None]:
         yield
 
 
+def _python_class_getitem(cls: Any) -> bool:
+    """Whether ``cls[key]`` runs a ``__class_getitem__`` written in Python outside ``typing``
+    (a registry class's ``Reg["relu"]``), where ``list[int]`` and ``Generic``'s do not."""
+    if not isinstance(cls, type):
+        return False
+    for k in cls.__mro__:
+        found = vars(k).get("__class_getitem__")
+        if found is not None:
+            fn = getattr(found, "__func__", found)
+            return isinstance(fn, types.FunctionType) and fn.__module__ != "typing"
+    return False
+
+
+@contextlib.contextmanager
+def _class_subscripts_recorded(found: dict[Any, None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``Cls[key]`` for a class whose ``__class_getitem__`` is written in
+    Python while tracing, with no guard on what that method reads (``cls._TABLE[key]``). Record
+    the source of each such class, for the translator to refuse it."""
+    from torch._dynamo.variables.builtin import BuiltinVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    original = BuiltinVariable.call_getitem
+
+    def call_getitem(self: Any, tx: Any, *args: Any, **kwargs: Any) -> Any:
+        obj = args[0] if args else None
+        if isinstance(obj, UserDefinedClassVariable) and _python_class_getitem(obj.value):
+            found[obj.source] = None
+        return original(self, tx, *args, **kwargs)
+
+    with mock.patch.object(BuiltinVariable, "call_getitem", call_getitem):
+        yield
+
+
 @contextlib.contextmanager
 def _sources_recorded(owner: type, method: str, found: dict[Any, None]) -> Iterator[None]:
     """Record the source of each of Dynamo's variables of class ``owner`` whose ``method`` the
@@ -1241,6 +1274,8 @@ class _Recorded:
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
     #: the source of each class or module ``dir()`` was asked of.
     dir_calls: dict[Any, None] = field(default_factory=dict)
+    #: the source of each class subscripted through a Python ``__class_getitem__``.
+    class_subscripts: dict[Any, None] = field(default_factory=dict)
     #: each of torch's Python functions the trace put into the graph whole.
     torch_functions: dict[Any, None] = field(default_factory=dict)
     #: the source of each class the trace called (to create an object).
@@ -1297,6 +1332,7 @@ class _Recorded:
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
             _dir_calls_recorded(self.dir_calls),
+            _class_subscripts_recorded(self.class_subscripts),
             _set_uses_recorded(self.set_members, self.sets_used),
             _new_objects_recorded(self.new_objects),
             _class_methods_recorded(self.class_methods),
@@ -1671,6 +1707,8 @@ class _Translator:
             self._each(self._set_order, source)
         for source in recorded.dir_calls:
             self._each(self._dir_call, source)
+        for source in recorded.class_subscripts:
+            self._each(self._class_subscript, source)
         for source, name in recorded.new_objects:
             self._each(self._new_object_read, source, name)
         for source in recorded.class_methods:
@@ -1741,6 +1779,16 @@ class _Translator:
             raise self._unsupported(source, "a source")
         if source.base not in self._tested_sets:
             self._class_members(path, value)
+
+    def _class_subscript(self, source: Any) -> None:
+        path = self.path(source) if source is not None else None
+        label = path.label() if path is not None else "a class"
+        raise CaptureError(
+            f"{self.where}: subscripts {label}, whose __class_getitem__ (written in Python) "
+            "torch.compile's tracer runs while building: what it reads is not checked on each "
+            "call.\n  hold the table in a module-level dict and index that (REGISTRY[key]), or "
+            "call a classmethod"
+        )
 
     def _dir_call(self, source: Any) -> None:
         """``dir()`` of the class or module at ``source``, answered while tracing: the names in

@@ -984,6 +984,11 @@ REFUSED = [
     ),
     ("keyed_by_object", "an item keyed by <weakref", "key the mapping by a plain value"),
     (
+        "class_subscript",
+        "subscripts guard_pkg.state.Lookup, whose __class_getitem__ (written in Python)",
+        "hold the table in a module-level dict and index that",
+    ),
+    (
         "logs_warning",
         "logs through logger 'guard_pkg.state' at level WARNING, which is on",
         "log outside the entry, or at a level that is off while the package is built",

@@ -1192,3 +1192,15 @@ def with_layer_config(x: torch.Tensor) -> torch.Tensor:
 
 def dir_branch(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if "boost" in dir(Tunables) else x  # dir(): answered while tracing
+
+
+# -- a class subscripted through a __class_getitem__ of its own (refused: it runs while tracing)
+class Lookup:
+    _TABLE: typing.ClassVar[dict[str, typing.Any]] = {"relu": torch.relu}
+
+    def __class_getitem__(cls, key: str) -> typing.Any:
+        return cls._TABLE[key]
+
+
+def class_subscript(x: torch.Tensor) -> torch.Tensor:
+    return Lookup["relu"](x)
