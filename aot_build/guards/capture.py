@@ -1474,6 +1474,13 @@ def _trace_failure(where: str, exc: BaseException) -> str:
             "that.\n  keep the function free of side effects on Python objects: compute and return "
             "values, fill caches at import time"
         )
+    if "`_warnings.warn`" in text or "builtin `warnings.warn`" in text:
+        return (
+            f"{where}: calls warnings.warn(...) on the path the build traced, so the function run "
+            "as Python warns when called, and a compiled call could not.\n  warn outside the "
+            "entry (in the code that calls it, or once at import), or on a branch the traced "
+            "arguments and state do not take"
+        )
     cut = text.find("\n\nDeveloper debug context")
     text = (text[:cut] if cut > 0 else text).strip()
     return (

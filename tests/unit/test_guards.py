@@ -983,6 +983,7 @@ REFUSED = [
         "define the class at module level",
     ),
     ("keyed_by_object", "an item keyed by <weakref", "key the mapping by a plain value"),
+    ("warns", "calls warnings.warn(...) on the path the build traced", "warn outside the entry"),
     (
         "class_subscript",
         "subscripts guard_pkg.state.Lookup, whose __class_getitem__ (written in Python)",

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import types
+import warnings
 import typing
 import weakref
 
@@ -1204,3 +1205,8 @@ class Lookup:
 
 def class_subscript(x: torch.Tensor) -> torch.Tensor:
     return Lookup["relu"](x)
+
+
+def warns(x: torch.Tensor) -> torch.Tensor:
+    warnings.warn("scaling by two is deprecated", DeprecationWarning, stacklevel=2)
+    return x * 2
