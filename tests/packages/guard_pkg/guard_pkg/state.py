@@ -12,8 +12,8 @@ import math
 import os
 import sys
 import types
-import warnings
 import typing
+import warnings
 import weakref
 
 import numpy as np
