@@ -918,6 +918,7 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
     getattr_original = UserDefinedObjectVariable.var_getattr
     method_original = UserDefinedObjectVariable.call_method
     slot_original = UserDefinedObjectVariable._lookup_slot_type_attr
+    lookup_original = UserDefinedObjectVariable.lookup_class_mro_attr
 
     def record(self: Any, name: str) -> None:
         if self.source is None:
@@ -935,14 +936,20 @@ def _new_objects_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
         return method_original(self, tx, name, args, kwargs)
 
     def slot(self: Any, tx: Any, name: str, **kwargs: Any) -> Any:
-        # the operators Dynamo runs itself (obj[i], len(obj), x in obj, obj == y, obj + y)
+        # the operators Dynamo runs itself (obj[i], len(obj), x in obj)
         record(self, name)
         return slot_original(self, tx, name, **kwargs)
+
+    def lookup(self: Any, name: str) -> Any:
+        if name[:2] == name[-2:] == "__":  # a binary operator's method (obj == y, obj + y)
+            record(self, name)
+        return lookup_original(self, name)
 
     with (
         mock.patch.object(UserDefinedObjectVariable, "var_getattr", var_getattr),
         mock.patch.object(UserDefinedObjectVariable, "call_method", call_method),
         mock.patch.object(UserDefinedObjectVariable, "_lookup_slot_type_attr", slot),
+        mock.patch.object(UserDefinedObjectVariable, "lookup_class_mro_attr", lookup),
     ):
         yield
 
@@ -2137,6 +2144,19 @@ class _Translator:
             for i in range(owner):
                 at = path if i == 0 else path.child("mro").child("index", i)
                 self.builder.add(at.child("dict"), Check("lacks", name))
+        # The object's operators (==, +, in, ...) Dynamo dispatches by its own protocol code,
+        # which finds the class's method without a guard: each special method the class has in
+        # Python is checked to be the very one (stamped by the class's version tag: no cost; not
+        # for a class whose metaclass answers attributes itself, an enum's, whose reads no tag
+        # fixes: creating one returns an existing member)
+        if hasattr(type(cls), "__getattr__"):
+            return
+        specials = {n for k in mro if k.__module__ != "builtins" for n in vars(k) if n[:2] == n[-2:] == "__"}
+        for name in sorted(specials - {"__new__", "__init__"}):
+            found = getattr(cls, name, None)
+            if isinstance(found, types.FunctionType):
+                with contextlib.suppress(CaptureError):  # one no import path finds: left unchecked
+                    self._identity(path.child("getattr", name), found)
 
     def _class_method(self, source: Any) -> None:
         """A classmethod the trace bound and ran, found in a class's ``__dict__`` at ``source``

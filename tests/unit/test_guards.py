@@ -598,6 +598,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.Window.__getitem__ was replaced",
     ),
     (
+        "created_compare",
+        lambda m: setattr(m.Level, "__eq__", lambda self, other: False),
+        "guard_pkg.state.Level.__eq__ was replaced",
+    ),
+    (
         "created_module",
         lambda m: setattr(m.Tripler, "forward", lambda self, x: x * 4),  # a kernel library's patch
         "guard_pkg.state.Tripler.forward was replaced",

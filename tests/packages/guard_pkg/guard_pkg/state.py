@@ -1210,3 +1210,17 @@ def class_subscript(x: torch.Tensor) -> torch.Tensor:
 def warns(x: torch.Tensor) -> torch.Tensor:
     warnings.warn("scaling by two is deprecated", DeprecationWarning, stacklevel=2)
     return x * 2
+
+
+class Level:
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Level) and self.v == other.v
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def created_compare(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if Level(1) == Level(1) else x
