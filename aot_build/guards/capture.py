@@ -2006,14 +2006,25 @@ class _Translator:
         if type(value) in _autocast_classes():
             self._autocast(path, value)
             return
+        if isinstance(value, re.Pattern):  # a compiled pattern: what it matches is its text and flags
+            self.builder.add(path, Check("type", self._class_ref(re.Pattern, path)))
+            self._equals(path.child("getattr", "pattern"), value.pattern)
+            self._equals(path.child("getattr", "flags"), value.flags)
+            return
         try:
             self._equals(path, value)
         except CaptureError:
+            fix = (
+                "make it a plain value (a number, a string, a tuple of them) or an object of a "
+                "class defined at module level"
+                if path.root[0] == "global"
+                else "hold it in a module global of your package"
+            )
             raise CaptureError(
                 f"{self.where}: the compiled code relies on {path.label()} being one particular "
                 f"{type(value).__qualname__} object ({values.describe(value)}), which aot_build cannot "
-                "find again on the user's machine.\n  hold it in a module global of your package, or "
-                "pass what the function needs from it as an argument"
+                f"find again on the user's machine.\n  {fix}, or pass what the function needs from "
+                "it as an argument"
             ) from None
 
     def _autocast(self, path: ObjPath, value: Any) -> None:

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import random
+import re
 import sys
 import types
 from collections import OrderedDict
@@ -618,6 +619,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state._EXPORTABLE is bool True, compiled for bool False",
     ),
     ("dir_branch", lambda m: setattr(m.Tunables, "boost", 3.0), "guard_pkg.state.Tunables.__dict__ has keys"),
+    (
+        "pattern_branch",
+        lambda m: setattr(m, "ACT_PATTERN", re.compile("tanh")),
+        "guard_pkg.state.ACT_PATTERN.pattern is str 'tanh', compiled for str 're(lu|lu6)'",
+    ),
     # a logger: a call at a level that is off is compiled out, a branch on a level answered
     (
         "logs_debug",

@@ -10,6 +10,7 @@ import functools
 import logging
 import math
 import os
+import re
 import sys
 import types
 import typing
@@ -1224,3 +1225,12 @@ class Level:
 
 def created_compare(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if Level(1) == Level(1) else x
+
+
+# -- a compiled regular expression held in a global
+ACT_PATTERN = re.compile("re(lu|lu6)")
+ACT_NAME = "relu"
+
+
+def pattern_branch(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x) if ACT_PATTERN.match(ACT_NAME) else x * 2
