@@ -845,7 +845,6 @@ fail:
     ev->objs = objs;
 }
 
-/* 1: the snapshot proves every check holds; 0: walk in full. */
 /* A method read from an object is made afresh by each read (``log.getEffectiveLevel``): the
    same function bound to the same object is the same method. */
 static int same_method(PyObject *a, PyObject *b) {
@@ -853,6 +852,7 @@ static int same_method(PyObject *a, PyObject *b) {
            PyMethod_GET_SELF(a) == PyMethod_GET_SELF(b);
 }
 
+/* 1: the snapshot proves every check holds; 0: walk in full. */
 static int fast_path_memo(Evaluator *ev, PyObject *self_obj, PyObject *weights, KeyMemo *memo) {
     if (!ev->have_snapshot || weights != ev->weights) return 0;
     if (ev->self_none) {

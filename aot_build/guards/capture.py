@@ -217,6 +217,11 @@ def _class_namespace(path: ObjPath, value: Any) -> bool:
     return isinstance(value, types.MappingProxyType) and bool(path.steps) and path.steps[-1][0] == "dict"
 
 
+def _base_path(path: ObjPath, i: int) -> ObjPath:
+    """The path of base ``i`` in the MRO of the class at ``path`` (0: that class itself)."""
+    return path if i == 0 else path.child("mro").child("index", i)
+
+
 def _site(tx: Any) -> _Site | None:
     """Where the frame that Dynamo's translator ``tx`` traces is, and from where it was called."""
     frames = []
@@ -781,9 +786,9 @@ class _LoggerCall:
 def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
     """Dynamo (2.13) stops at any call of a logger's method (torch.export drops them). Answer
     ``isEnabledFor(level)`` and ``getEffectiveLevel()`` as the logger does now and drop a
-    logging call whose level is off,
-    recording each, for the translator to check that the logger stays as it is (a call at a
-    level that is on is refused there: the function run as Python logs on every call)."""
+    logging call whose level is off, recording each, for the translator to check that the
+    logger stays as it is (a call at a level that is on is refused there: the function run as
+    Python logs on every call)."""
     from torch._dynamo.variables import ConstantVariable
     from torch._dynamo.variables.misc import LoggingLoggerVariable
 
@@ -791,12 +796,14 @@ def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
 
     def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
         logger = self.value
+        if tx.export or not isinstance(logger, logging.Logger):
+            return original(self, tx, name, args, kwargs)
         level = _LOG_METHODS.get(name)
         if name in ("log", "isEnabledFor") and args and args[0].is_python_constant():
             level = args[0].as_python_constant()
-        if name == "getEffectiveLevel" and not args and isinstance(logger, logging.Logger):
+        elif name == "getEffectiveLevel" and not args:
             level = logger.getEffectiveLevel()
-        if tx.export or type(level) is not int or not isinstance(logger, logging.Logger):
+        if type(level) is not int:
             return original(self, tx, name, args, kwargs)
         enabled = logger.isEnabledFor(level)
         found.append(_LoggerCall(self.source, logger, name, level, enabled))
@@ -1814,10 +1821,9 @@ class _Translator:
         obj = self.value(path)
         if isinstance(obj, type) and type(obj).__dir__ is type.__dir__:
             for i, k in enumerate(obj.__mro__):
-                if k.__module__ == "builtins":
-                    continue
-                at = path if i == 0 else path.child("mro").child("index", i)
-                self.builder.add(at.child("dict"), Check("keys", self._encode(dict_keys(vars(k)), path)))
+                if k.__module__ != "builtins":
+                    keys = self._encode(dict_keys(vars(k)), path)
+                    self.builder.add(_base_path(path, i).child("dict"), Check("keys", keys))
         elif isinstance(obj, types.ModuleType) and "__dir__" not in vars(obj):
             self.builder.add(path.child("dict"), Check("keys", self._encode(dict_keys(vars(obj)), path)))
         else:
@@ -2153,8 +2159,7 @@ class _Translator:
             if owner is None or mro[owner].__module__ != "builtins":
                 continue
             for i in range(owner):
-                at = path if i == 0 else path.child("mro").child("index", i)
-                self.builder.add(at.child("dict"), Check("lacks", name))
+                self.builder.add(_base_path(path, i).child("dict"), Check("lacks", name))
         # The object's operators (==, +, in, ...) Dynamo dispatches by its own protocol code,
         # which finds the class's method without a guard: each special method the class has in
         # Python is checked to be the very one (stamped by the class's version tag: no cost; not
@@ -2257,9 +2262,8 @@ class _Translator:
             return
         obj = self.value(path)
         if isinstance(obj, type):  # a class whose metaclass answers: missing from its namespaces
-            for i, k in enumerate(obj.__mro__[:-1]):  # object's own namespace cannot change
-                at = path if k is obj else path.child("mro").child("index", i)
-                self.builder.add(at.child("dict"), Check("lacks", name))
+            for i in range(len(obj.__mro__) - 1):  # object's own namespace cannot change
+                self.builder.add(_base_path(path, i).child("dict"), Check("lacks", name))
             own = None
         else:
             try:
@@ -2317,10 +2321,8 @@ class _Translator:
                 "no global or attribute aot_build can find again to check the answer on each "
                 "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
             )
-        self._class_attribute(path, "isEnabledFor")
-        if call.method != "isEnabledFor":
-            self._class_attribute(path, call.method)
-        self._class_attribute(path, "getEffectiveLevel")
+        for name in ("isEnabledFor", call.method, "getEffectiveLevel"):  # each checked once
+            self._class_attribute(path, name)
         self._equals(path.child("getattr", "disabled"), logger.disabled)
         self._equals(path.child("getattr", "manager").child("getattr", "disable"), logger.manager.disable)
         # the first level set up the hierarchy, which a logger made later may join
