@@ -30,6 +30,12 @@ def artifact_dir(package: str) -> Path | None:
     return None
 
 
+def manifest_folder(manifest: Manifest) -> Path | None:
+    """The folder the shim read ``manifest`` from, where its artifacts are (found once, by
+    :func:`manifest_for`), or None for a manifest read from elsewhere (inside a wheel)."""
+    return manifest.folder if isinstance(manifest.folder, Path) else None
+
+
 def manifest_for(package: str) -> Manifest | None:
     """The package's manifest (read once), or None when the package has none (source tree,
     editable install). Raises ManifestError when one exists but cannot be used."""
@@ -45,12 +51,12 @@ def evaluator_for(package: str, manifest: Manifest) -> Any:
     when it ships none or it cannot be loaded here: guards are then checked in Python."""
     with _LOCK:
         if package not in _EVALUATORS:
-            _EVALUATORS[package] = _load_evaluator(package, manifest)
+            _EVALUATORS[package] = _load_evaluator(manifest)
         return _EVALUATORS[package]
 
 
-def _load_evaluator(package: str, manifest: Manifest) -> Any:
-    folder = artifact_dir(package)
+def _load_evaluator(manifest: Manifest) -> Any:
+    folder = manifest_folder(manifest)
     record = manifest.files.get(manifest.evaluator) if manifest.evaluator else None
     if folder is None or record is None:
         return None

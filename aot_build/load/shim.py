@@ -37,7 +37,7 @@ from ..manifest import ROLE_BACKWARD, ROLE_FORWARD, ROLE_GRAD, ROLE_INFERENCE, A
 from ..names import package_root
 from ..records import record
 from ..targets import Target, best_cpu_target, cuda_target_fits, host_cpu_targets, machine, parse_target
-from .artifacts import artifact_dir, evaluator_for, manifest_for, verify
+from .artifacts import evaluator_for, manifest_folder, manifest_for, verify
 from .checks import EXCEPTION, Check, CheckBuilder, RefusingCheck
 
 if TYPE_CHECKING:
@@ -619,7 +619,7 @@ def bind(entry: AotEntry) -> Callable[..., Any]:
         return always(
             "host", f"artifacts were traced under Python {manifest.python_version}, this is {python}"
         )
-    folder = artifact_dir(top)
+    folder = manifest_folder(manifest)
     assert folder is not None
     try:
         size_one: dict[int, frozenset[str]] = {}  # per input set: symbols with a size-one variant
