@@ -780,6 +780,9 @@ class _LoggerCall:
     method: str
     level: int
     enabled: bool
+    #: called as the logging module's function (``logging.debug(...)``): ``source`` is the
+    #: function's, and the logger the module's root logger.
+    function: bool = False
 
 
 @contextlib.contextmanager
@@ -811,6 +814,41 @@ def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
         return ConstantVariable.create(answer)
 
     with mock.patch.object(LoggingLoggerVariable, "call_method", call_method):
+        yield
+
+
+#: The logging module's functions that log through the root logger (``logging.debug(...)``),
+#: each by the root logger's method it calls (``exception`` calls ``error``; ``warn`` warns).
+_ROOT_LOG_FUNCTIONS = ("debug", "info", "warning", "error", "critical", "log")
+
+
+@contextlib.contextmanager
+def _root_logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
+    """Dynamo (2.13) stops in ``logging.debug(...)`` (the module's function: it reads
+    ``root.handlers``, to configure logging on the first call). Drop a call at a level that is
+    off as :func:`_logger_calls_answered` drops ``LOG.debug(...)``, recording it, for the
+    translator to check the root logger and the function (a call at a level that is on is
+    refused there)."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.functions import UserFunctionVariable
+
+    original = UserFunctionVariable.call_function
+    functions = {getattr(logging, name): name for name in _ROOT_LOG_FUNCTIONS}
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        name = functions.get(self.fn) if isinstance(self.fn, types.FunctionType) else None
+        if name is None or tx.export:
+            return original(self, tx, args, kwargs)
+        level = _LOG_METHODS.get(name)
+        if name == "log" and args and args[0].is_python_constant():
+            level = args[0].as_python_constant()
+        if type(level) is not int:
+            return original(self, tx, args, kwargs)
+        root = logging.root
+        found.append(_LoggerCall(self.source, root, name, level, root.isEnabledFor(level), function=True))
+        return ConstantVariable.create(None)
+
+    with mock.patch.object(UserFunctionVariable, "call_function", call_function):
         yield
 
 
@@ -1338,6 +1376,7 @@ class _Recorded:
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
             _logger_calls_answered(self.logger_calls),
+            _root_logger_calls_answered(self.logger_calls),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
@@ -1713,7 +1752,7 @@ class _Translator:
         for read in recorded.state_reads:
             self._each(self._state_read, read)
         for call in recorded.logger_calls:
-            self._each(self._logger_call, call)
+            self._each(self._root_logger_call if call.function else self._logger_call, call)
         for cls, source in recorded.module_classes.items():
             self._each(self._module_call, cls, source)
         for source, name, defined in recorded.class_lookups:
@@ -2321,12 +2360,47 @@ class _Translator:
                 "no global or attribute aot_build can find again to check the answer on each "
                 "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
             )
-        for name in ("isEnabledFor", call.method, "getEffectiveLevel"):  # each checked once
+        self._logger_state(path, logger, call.method)
+
+    def _logger_state(self, path: ObjPath, logger: logging.Logger, method: str) -> None:
+        """What the logger at ``path`` answers whether a level is on from: its ``disabled``,
+        the manager's ``disable``, its effective level, and the methods."""
+        for name in ("isEnabledFor", method, "getEffectiveLevel"):  # each checked once
             self._class_attribute(path, name)
         self._equals(path.child("getattr", "disabled"), logger.disabled)
         self._equals(path.child("getattr", "manager").child("getattr", "disable"), logger.manager.disable)
         # the first level set up the hierarchy, which a logger made later may join
         self._equals(path.child("getattr", "getEffectiveLevel").child("call"), logger.getEffectiveLevel())
+
+    def _root_logger_call(self, call: _LoggerCall) -> None:
+        """``logging.debug(...)`` compiled out (see :func:`_root_logger_calls_answered`): the
+        function is still the logging module's, the root logger (``logging.root``) is checked
+        as :meth:`_logger_call` checks a logger, and it still has a handler (the function
+        configures logging, ``logging.basicConfig()``, when the root logger has none); a call
+        at a level that is on is refused."""
+        level = logging.getLevelName(call.level)
+        if call.enabled:
+            raise CaptureError(
+                f"{self.where}: calls logging.{call.method}(...), which logs through the root logger "
+                f"at level {level}, which is on: the function run as Python logs on every call, a "
+                "compiled call cannot.\n  log outside the entry, or at a level that is off while the "
+                "package is built (such a call is compiled out, and the entry runs as Python while its "
+                "level is on)"
+            )
+        if not call.logger.handlers:
+            raise CaptureError(
+                f"{self.where}: calls logging.{call.method}(...) while the root logger has no handler: "
+                "run as Python, the call configures logging (logging.basicConfig()), a compiled call "
+                "cannot.\n  configure logging before the build traces the entry, or log through a "
+                "logger of the module's own (LOG = logging.getLogger(__name__); LOG.debug(...))"
+            )
+        function = self.path(call.source) if call.source is not None else None
+        if function is None:
+            function = ObjPath(("global", "logging", call.method))
+        self._identity(function, getattr(logging, call.method))
+        root = ObjPath(("global", "logging", "root"))
+        self.builder.add(root.child("getattr", "handlers").child("index", 0), Check("notnone"))
+        self._logger_state(root, call.logger, call.method)
 
     def _module_call(self, cls: type, source: Any) -> None:
         """Modules of class ``cls`` are called by the trace: their class still runs the very

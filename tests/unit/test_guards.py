@@ -655,6 +655,27 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(m.LOG, "level", logging.INFO),
         "guard_pkg.state.LOG.getEffectiveLevel() is int 20, compiled for int 30",
     ),
+    # logging.debug(...): the root logger's, and the function (it configures logging once)
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging.getLogger(), "level", logging.DEBUG),
+        "logging.root.getEffectiveLevel() is int 10, compiled for int 30",
+    ),
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging.root.manager, "_disable", logging.CRITICAL),
+        "logging.root.manager.disable is int 50, compiled for int 0",
+    ),
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging, "debug", logging.info),
+        "guard_pkg.state.logging.debug was replaced",
+    ),
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging.root, "handlers", []),  # run as Python, the call configures logging
+        "logging.root.handlers[0] no longer exists",
+    ),
     # a classmethod looked up on the class (Dynamo guards a staticmethod's function, not this)
     (
         "class_method",
@@ -1006,6 +1027,11 @@ REFUSED = [
         "log outside the entry, or at a level that is off while the package is built",
     ),
     (
+        "root_logs_warning",
+        "calls logging.warning(...), which logs through the root logger at level WARNING, which is on",
+        "log outside the entry, or at a level that is off while the package is built",
+    ),
+    (
         "skip_set_loop",
         "relies on the order in which the set guard_pkg.state.SKIP_TYPES iterates; it holds classes",
         "hold the classes in a tuple or a list",
@@ -1021,6 +1047,19 @@ def test_what_cannot_be_carried_is_refused_with_the_fix(
         capture(getattr(pkg, fn), None, (X,), f"guard_pkg.state:{fn}")
     assert what in str(info.value) and fix in str(info.value)
     assert str(info.value).startswith(f"guard_pkg.state:{fn}: ")
+
+
+def test_logging_through_the_root_logger_without_a_handler_is_refused(pkg: types.ModuleType) -> None:
+    """``logging.debug(...)`` configures logging (``logging.basicConfig()``) where the root
+    logger has no handler, which a compiled call cannot: a build that traces it then refuses."""
+    handlers = _Patched(logging.root, "handlers", [])
+    try:
+        with pytest.raises(CaptureError) as info:
+            capture(pkg.root_logs_debug, None, (X,), "guard_pkg.state:root_logs_debug")
+    finally:
+        handlers.remove()
+    assert "calls logging.debug(...) while the root logger has no handler" in str(info.value)
+    assert "LOG = logging.getLogger(__name__)" in str(info.value)
 
 
 def test_a_trace_under_deterministic_algorithms_is_refused(pkg: types.ModuleType) -> None:

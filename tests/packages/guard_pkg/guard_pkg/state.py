@@ -993,6 +993,16 @@ def logs_warning(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
+def root_logs_debug(x: torch.Tensor) -> torch.Tensor:
+    logging.debug("scaling a tensor of shape %s", x.shape)  # the root logger's, through logging's function
+    return x * 2
+
+
+def root_logs_warning(x: torch.Tensor) -> torch.Tensor:
+    logging.warning("this runs on every call")
+    return x * 2
+
+
 # -- a name missing from a module, which its __getattr__ answers once registered
 class Offsettable(nn.Module):
     def __init__(self) -> None:
