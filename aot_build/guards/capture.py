@@ -817,6 +817,30 @@ def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _logger_attributes_answered(found: dict[tuple[Any, str], Any]) -> Iterator[None]:
+    """Dynamo (2.13) cannot compare a logger's attribute (``if LOG.level <= logging.DEBUG:``:
+    an unresolved ``GetAttrVariable``). Answer a plain value the logger holds itself (its
+    ``level``, ``name``, ``disabled``, ``propagate``) as it is now, recording each read, for
+    the translator to check it by value."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.misc import LoggingLoggerVariable
+
+    original = LoggingLoggerVariable.var_getattr
+
+    def var_getattr(self: Any, tx: Any, name: str) -> Any:
+        logger = self.value
+        own = vars(logger) if isinstance(logger, logging.Logger) else {}
+        value = own.get(name)
+        if name not in own or type(value) not in (int, bool, str):
+            return original(self, tx, name)
+        found[(self.source, name)] = value
+        return ConstantVariable.create(value)
+
+    with mock.patch.object(LoggingLoggerVariable, "var_getattr", var_getattr):
+        yield
+
+
 #: The logging module's functions that log through the root logger (``logging.debug(...)``),
 #: each by the root logger's method it calls (``exception`` calls ``error``; ``warn`` warns).
 _ROOT_LOG_FUNCTIONS = ("debug", "info", "warning", "error", "critical", "log")
@@ -1316,6 +1340,8 @@ class _Recorded:
     state_reads: list[_StateRead] = field(default_factory=list)
     #: calls of a logger's methods answered (or dropped) while tracing.
     logger_calls: list[_LoggerCall] = field(default_factory=list)
+    #: (logger's source, name) of each of a logger's own attributes read (``LOG.level``): its value.
+    logger_attributes: dict[tuple[Any, str], Any] = field(default_factory=dict)
     #: each module class called, with the source of one instance.
     module_classes: dict[type, Any] = field(default_factory=dict)
     #: ("isinstance" or "issubclass", object's source, class) of each test the class answers.
@@ -1377,6 +1403,7 @@ class _Recorded:
             _state_reads_recorded(self.state_reads),
             _logger_calls_answered(self.logger_calls),
             _root_logger_calls_answered(self.logger_calls),
+            _logger_attributes_answered(self.logger_attributes),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
@@ -1753,6 +1780,8 @@ class _Translator:
             self._each(self._state_read, read)
         for call in recorded.logger_calls:
             self._each(self._root_logger_call if call.function else self._logger_call, call)
+        for (source, name), value in recorded.logger_attributes.items():
+            self._each(self._logger_attribute, source, name, value)
         for cls, source in recorded.module_classes.items():
             self._each(self._module_call, cls, source)
         for source, name, defined in recorded.class_lookups:
@@ -2361,6 +2390,18 @@ class _Translator:
                 "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
             )
         self._logger_state(path, logger, call.method)
+
+    def _logger_attribute(self, source: Any, name: str, value: Any) -> None:
+        """A logger's own attribute read while tracing (``LOG.level``, see
+        :func:`_logger_attributes_answered`): checked by value."""
+        path = self.path(source) if source is not None else None
+        if path is None:
+            raise CaptureError(
+                f"{self.where}: reads a logger's {name}, through no global or attribute aot_build can "
+                "find again to check it on each call.\n  hold the logger in a module global "
+                "(logging.getLogger(__name__))"
+            )
+        self._equals(path.child("getattr", name), value)
 
     def _logger_state(self, path: ObjPath, logger: logging.Logger, method: str) -> None:
         """What the logger at ``path`` answers whether a level is on from: its ``disabled``,

@@ -655,6 +655,16 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(m.LOG, "level", logging.INFO),
         "guard_pkg.state.LOG.getEffectiveLevel() is int 20, compiled for int 30",
     ),
+    (
+        "log_level_read",
+        lambda m: _Patched(m.LOG, "level", logging.DEBUG),  # as LOG.setLevel(logging.DEBUG) sets it
+        "guard_pkg.state.LOG.level is int 10, compiled for int 0",
+    ),
+    (
+        "log_level_read",
+        lambda m: _Patched(m.LOG, "level", logging.ERROR),
+        "guard_pkg.state.LOG.level is int 40, compiled for int 0",
+    ),
     # logging.debug(...): the root logger's, and the function (it configures logging once)
     (
         "root_logs_debug",
