@@ -752,6 +752,39 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``torch.get_autocast_dtype("cpu")`` while tracing (it is refused
+    below, as depending on the machine) and stops at ``torch.get_autocast_cpu_dtype()``. Both
+    read torch's autocast dtype for a device, which ``torch.set_autocast_dtype`` changes while
+    autocast is off: answer them as torch does now, recording each device's answer, for the
+    translator to check it on each call (only in an entry that reads it)."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    from .torch_state import AUTOCAST_DEVICES
+
+    original = TorchInGraphFunctionVariable.call_function
+    legacy = {torch.get_autocast_cpu_dtype: "cpu", torch.get_autocast_gpu_dtype: "cuda"}
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        fn = self.value
+        device: Any = None
+        if fn is torch.get_autocast_dtype and len(args) + len(kwargs) == 1:
+            arg = args[0] if args else kwargs.get("device_type")
+            if arg is not None and arg.is_python_constant():
+                device = arg.as_python_constant()
+        elif fn in legacy and not args and not kwargs:
+            device = legacy[fn]
+        if device not in AUTOCAST_DEVICES:
+            return original(self, tx, args, kwargs)
+        found[device] = torch.get_autocast_dtype(device)
+        return ConstantVariable.create(found[device])
+
+    with mock.patch.object(TorchInGraphFunctionVariable, "call_function", call_function):
+        yield
+
+
 #: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
 _LOG_METHODS = {
     "debug": logging.DEBUG,
@@ -873,6 +906,18 @@ def _root_logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
         return ConstantVariable.create(None)
 
     with mock.patch.object(UserFunctionVariable, "call_function", call_function):
+        yield
+
+
+@contextlib.contextmanager
+def _logging_answered(calls: list[_LoggerCall], attributes: dict[tuple[Any, str], Any]) -> Iterator[None]:
+    """The recorders of logging: a logger's methods, the logging module's functions, a
+    logger's attributes (one block: a ``with`` statement nests at most 20)."""
+    with (
+        _logger_calls_answered(calls),
+        _root_logger_calls_answered(calls),
+        _logger_attributes_answered(attributes),
+    ):
         yield
 
 
@@ -1338,6 +1383,8 @@ class _Recorded:
     fallbacks: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: calls into torch answered while tracing.
     state_reads: list[_StateRead] = field(default_factory=list)
+    #: torch's autocast dtype for each device the trace asked it of (``torch.get_autocast_dtype``).
+    autocast_dtypes: dict[str, torch.dtype] = field(default_factory=dict)
     #: calls of a logger's methods answered (or dropped) while tracing.
     logger_calls: list[_LoggerCall] = field(default_factory=list)
     #: (logger's source, name) of each of a logger's own attributes read (``LOG.level``): its value.
@@ -1401,9 +1448,7 @@ class _Recorded:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
-            _logger_calls_answered(self.logger_calls),
-            _root_logger_calls_answered(self.logger_calls),
-            _logger_attributes_answered(self.logger_attributes),
+            _logging_answered(self.logger_calls, self.logger_attributes),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
@@ -1419,6 +1464,7 @@ class _Recorded:
             _class_calls_recorded(self.class_calls),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
             _torch_functions_recorded(self.torch_functions),
+            _autocast_dtypes_answered(self.autocast_dtypes),  # before Dynamo's answer, refused
         ):
             yield
 
@@ -1778,6 +1824,9 @@ class _Translator:
             self._each(self._getattr_fallback, source, name)
         for read in recorded.state_reads:
             self._each(self._state_read, read)
+        for device, dtype in recorded.autocast_dtypes.items():
+            reader = ObjPath(("ref", f"aot_build.guards.torch_state:get_autocast_dtype_{device}"))
+            self._equals(reader.child("call"), dtype)
         for call in recorded.logger_calls:
             self._each(self._root_logger_call if call.function else self._logger_call, call)
         for (source, name), value in recorded.logger_attributes.items():

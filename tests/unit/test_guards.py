@@ -149,6 +149,17 @@ class _Patched:
         setattr(self.owner, self.name, self.old)
 
 
+class _AutocastDtype:
+    """``torch.set_autocast_dtype(device, dtype)`` until :meth:`remove`."""
+
+    def __init__(self, device: str, dtype: torch.dtype) -> None:
+        self.device, self.old = device, torch.get_autocast_dtype(device)
+        torch.set_autocast_dtype(device, dtype)
+
+    def remove(self) -> None:
+        torch.set_autocast_dtype(self.device, self.old)
+
+
 class _Item:
     """``mapping[key] = value`` until :meth:`remove` (for the standard library's tables)."""
 
@@ -534,6 +545,18 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "autocast_decorated",
         lambda m: _Patched(torch.amp.autocast_mode.autocast, "__enter__", lambda self: self),
         "torch.amp.autocast_mode.autocast.__enter__ was replaced",
+    ),
+    # torch's autocast dtype for a device, read (set while autocast is off)
+    (
+        "autocast_dtype_read",
+        lambda m: _AutocastDtype("cpu", torch.float16),
+        "aot_build.guards.torch_state.get_autocast_dtype_cpu() is dtype torch.float16, compiled for "
+        "dtype torch.bfloat16",
+    ),
+    (
+        "autocast_cpu_dtype_read",
+        lambda m: _AutocastDtype("cpu", torch.float16),
+        "aot_build.guards.torch_state.get_autocast_dtype_cpu() is dtype torch.float16",
     ),
     (
         "skip_by_type",

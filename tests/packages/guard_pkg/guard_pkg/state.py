@@ -940,6 +940,14 @@ def autocast_default_dtype(x: torch.Tensor) -> torch.Tensor:
     return (x @ x.T).float() + 1
 
 
+def autocast_dtype_read(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.get_autocast_dtype("cpu")).float() * 2  # torch.set_autocast_dtype changes it
+
+
+def autocast_cpu_dtype_read(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.get_autocast_cpu_dtype()).float() * 2  # deprecated: get_autocast_dtype("cpu")
+
+
 def autocast_cell(fn: typing.Any) -> typing.Any:
     """The closure cell in which ``@torch.autocast(...)``'s wrapper ``fn`` holds the autocast object."""
     return fn.__closure__[fn.__code__.co_freevars.index("autocast_instance")]
