@@ -82,6 +82,7 @@ import logging
 import re
 import sys
 import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -749,6 +750,36 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         return result
 
     with mock.patch.object(TorchInGraphFunctionVariable, "call_function", recorded):
+        yield
+
+
+@contextlib.contextmanager
+def _extremes_by_key_traced() -> Iterator[None]:
+    """Dynamo (2.13) stops at ``max(...)`` or ``min(...)`` given ``key=`` (its handler takes no
+    keyword): have it trace :func:`.traced.extreme_by_key` instead, a Python spelling of the
+    builtin, whose reads (the items, the key function's) it guards as the function's own."""
+    from torch._dynamo.variables import ConstantVariable, TupleVariable, UserFunctionVariable
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    from .traced import extreme_by_key
+
+    original = BuiltinVariable.call_function
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        key = kwargs.get("key")
+        if self.fn not in (max, min) or key is None or not args or set(kwargs) - {"key", "default"}:
+            return original(self, tx, args, kwargs)
+        if key.is_python_constant() and key.as_python_constant() is None:  # key=None: no key
+            return original(self, tx, args, {k: v for k, v in kwargs.items() if k != "key"})
+        if len(args) > 1 and "default" in kwargs:
+            return original(self, tx, args, kwargs)  # max(a, b, default=...): the builtin's TypeError
+        items = args[0] if len(args) == 1 else TupleVariable(list(args))
+        largest, given = ConstantVariable.create(self.fn is max), ConstantVariable.create("default" in kwargs)
+        default = kwargs.get("default", ConstantVariable.create(None))
+        traced = UserFunctionVariable(typing.cast(types.FunctionType, extreme_by_key))
+        return traced.call_function(tx, [items, key, largest, default, given], {})
+
+    with mock.patch.object(BuiltinVariable, "call_function", call_function):
         yield
 
 
@@ -1465,6 +1496,7 @@ class _Recorded:
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
             _torch_functions_recorded(self.torch_functions),
             _autocast_dtypes_answered(self.autocast_dtypes),  # before Dynamo's answer, refused
+            _extremes_by_key_traced(),
         ):
             yield
 

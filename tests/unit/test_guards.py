@@ -403,6 +403,18 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.ORDER has keys ['b', 'a'], compiled for ['a', 'b']",
     ),
     ("dict_unpacked", lambda m: m.ORDER.__setitem__("c", 1.0), "guard_pkg.state.ORDER has keys"),
+    # max/min with key=: the items and what the key function reads
+    (
+        "top_priority",
+        lambda m: m.PRIORITIES.__setitem__("low", 5.0),
+        "guard_pkg.state.PRIORITIES['low'] is float 5.0, compiled for float 1.0",
+    ),
+    ("top_priority", lambda m: m.PRIORITIES.__setitem__("top", 9.0), "guard_pkg.state.PRIORITIES has keys"),
+    (
+        "lowest_priority",
+        lambda m: m.PRIORITIES.__setitem__("mid", -0.5),
+        "guard_pkg.state.PRIORITIES['mid'] is float -0.5, compiled for float 2.0",
+    ),
     (
         "code_replaced",
         lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),

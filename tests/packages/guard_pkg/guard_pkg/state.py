@@ -551,6 +551,19 @@ def dict_unpacked(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+# -- max(...) and min(...) with key= over a dict (Dynamo's builtin takes no key)
+PRIORITIES = {"low": 1.0, "high": 3.0, "mid": 2.0}
+
+
+def top_priority(x: torch.Tensor) -> torch.Tensor:
+    name = max(PRIORITIES, key=lambda k: PRIORITIES[k])  # the key whose value is largest
+    return x * PRIORITIES[name] + len(name)
+
+
+def lowest_priority(x: torch.Tensor) -> torch.Tensor:
+    return x * min(PRIORITIES.values(), key=abs) + max(1.0, 2.0, key=lambda v: -v)
+
+
 # -- method entries: a submodule whose forward is decorated (transformers' blocks are), a hook
 # lambda the instance holds; an item of a mapping keyed by an object
 def _passthrough(f):  # a decorator, as functools.wraps makes them
