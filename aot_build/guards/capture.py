@@ -75,6 +75,7 @@ with a test (tests/unit/test_guards.py):
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import inspect
@@ -783,6 +784,59 @@ def _extremes_by_key_traced() -> Iterator[None]:
         yield
 
 
+@functools.cache
+def _single_dispatch_code() -> types.CodeType:
+    """The code of every ``functools.singledispatch`` function (the wrapper it returns)."""
+    return typing.cast(types.FunctionType, functools.singledispatch(lambda arg: arg)).__code__
+
+
+@dataclass(frozen=True)
+class _Dispatch:
+    """A call of a ``functools.singledispatch`` function answered while tracing: the function's
+    source, the class it dispatched on, the registry's key that answered and its function."""
+
+    source: Any
+    cls: type
+    key: type
+    impl: types.FunctionType
+    #: the registry's classes, in order, while tracing.
+    classes: tuple[type, ...]
+    #: whether the first argument is a tensor (a Parameter passes as one).
+    tensor: bool
+
+
+@contextlib.contextmanager
+def _single_dispatches_answered(found: list[_Dispatch]) -> Iterator[None]:
+    """Dynamo (2.13) stops in a ``functools.singledispatch`` function: it looks the class up in
+    a ``WeakKeyDictionary`` cache, misses, and fills it (a side effect). Dispatch as the
+    function does now (by the class of the first argument, which Dynamo guards) and trace the
+    function found, recording each, for the translator to check the registry's classes and
+    that function (or to refuse it)."""
+    from torch._dynamo.variables.functions import UserFunctionVariable
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    original = UserFunctionVariable.call_function
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        fn = self.fn
+        if getattr(fn, "__code__", None) is not _single_dispatch_code() or not args or self.source is None:
+            return original(self, tx, args, kwargs)
+        try:
+            cls = args[0].python_type()
+        except NotImplementedError:
+            return original(self, tx, args, kwargs)
+        impl = fn.dispatch(cls)
+        keys = [k for k in fn.registry if fn.registry[k] is impl and issubclass(cls, k)]
+        if type(impl) is not types.FunctionType or not keys:
+            return original(self, tx, args, kwargs)
+        tensor = isinstance(args[0], TensorVariable)
+        found.append(_Dispatch(self.source, cls, keys[0], impl, tuple(fn.registry), tensor))
+        return UserFunctionVariable(impl).call_function(tx, args, kwargs)
+
+    with mock.patch.object(UserFunctionVariable, "call_function", call_function):
+        yield
+
+
 @contextlib.contextmanager
 def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
     """Dynamo (2.13) answers ``torch.get_autocast_dtype("cpu")`` while tracing (it is refused
@@ -813,6 +867,21 @@ def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
         return ConstantVariable.create(found[device])
 
     with mock.patch.object(TorchInGraphFunctionVariable, "call_function", call_function):
+        yield
+
+
+@contextlib.contextmanager
+def _library_calls_answered(
+    autocast_dtypes: dict[str, torch.dtype], dispatches: list[_Dispatch]
+) -> Iterator[None]:
+    """The recorders that answer a call of torch or the standard library in Dynamo's place (one
+    block: a ``with`` statement nests at most 20); entered after the others, so they see the
+    call first."""
+    with (
+        _autocast_dtypes_answered(autocast_dtypes),  # Dynamo's answer would be refused
+        _extremes_by_key_traced(),
+        _single_dispatches_answered(dispatches),
+    ):
         yield
 
 
@@ -1414,6 +1483,8 @@ class _Recorded:
     fallbacks: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: calls into torch answered while tracing.
     state_reads: list[_StateRead] = field(default_factory=list)
+    #: each call of a ``functools.singledispatch`` function answered while tracing.
+    dispatches: list[_Dispatch] = field(default_factory=list)
     #: torch's autocast dtype for each device the trace asked it of (``torch.get_autocast_dtype``).
     autocast_dtypes: dict[str, torch.dtype] = field(default_factory=dict)
     #: calls of a logger's methods answered (or dropped) while tracing.
@@ -1495,8 +1566,7 @@ class _Recorded:
             _class_calls_recorded(self.class_calls),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
             _torch_functions_recorded(self.torch_functions),
-            _autocast_dtypes_answered(self.autocast_dtypes),  # before Dynamo's answer, refused
-            _extremes_by_key_traced(),
+            _library_calls_answered(self.autocast_dtypes, self.dispatches),  # before Dynamo's handlers
         ):
             yield
 
@@ -1856,6 +1926,8 @@ class _Translator:
             self._each(self._getattr_fallback, source, name)
         for read in recorded.state_reads:
             self._each(self._state_read, read)
+        for dispatch in recorded.dispatches:
+            self._each(self._single_dispatch, dispatch)
         for device, dtype in recorded.autocast_dtypes.items():
             reader = ObjPath(("ref", f"aot_build.guards.torch_state:get_autocast_dtype_{device}"))
             self._equals(reader.child("call"), dtype)
@@ -2471,6 +2543,52 @@ class _Translator:
                 "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
             )
         self._logger_state(path, logger, call.method)
+
+    def _single_dispatch(self, dispatch: _Dispatch) -> None:
+        """A ``functools.singledispatch`` function's call answered while tracing (see
+        :func:`_single_dispatches_answered`): the registry holds the same classes, in order
+        (a class registered after import may answer instead), and the function that answered
+        is still registered for its class, with the same defaults. Refused where the answer
+        depends on more: abstract base classes registered (their own registrations), a tensor
+        argument where a tensor subclass is registered (a Parameter passes as a tensor), a
+        function with a closure (its cells' contents)."""
+        impl = dispatch.impl
+        path = self.path(dispatch.source)
+        label = path.label() if path is not None else dispatch.source.name()
+        what = f"{self.where}: calls the functools.singledispatch function {label}"
+        abstract = ", ".join(k.__qualname__ for k in dispatch.classes if isinstance(k, abc.ABCMeta))
+        subclasses = [k for k in dispatch.classes if issubclass(k, torch.Tensor) and k is not torch.Tensor]
+        if abstract:
+            raise CaptureError(
+                f"{what}, whose registry holds abstract base classes ({abstract}): which function "
+                "answers also depends on what they register "
+                "(Base.register(cls)), which aot_build does not check.\n  register the concrete "
+                "classes the function is called with"
+            )
+        if dispatch.tensor and subclasses:
+            raise CaptureError(
+                f"{what} on a tensor argument, and its registry holds a subclass of torch.Tensor "
+                f"({', '.join(k.__qualname__ for k in subclasses)}): an argument of that class, which "
+                "a compiled call takes as a tensor, would dispatch otherwise.\n  dispatch outside "
+                "the entry, or register torch.Tensor only"
+            )
+        if impl.__closure__:
+            raise CaptureError(
+                f"{what}, whose function for {dispatch.cls.__qualname__} ({impl.__qualname__}) is a "
+                "closure: what it reads from its cells would go unchecked.\n  register a "
+                "module-level function"
+            )
+        if path is None:
+            raise CaptureError(
+                f"{what}, through no global or attribute aot_build can find again to check its "
+                "registry on each call.\n  call it through a module global"
+            )
+        registry = path.child("getattr", "registry")
+        self.builder.add(registry, Check("keys", self._encode(list(dispatch.classes), registry)))
+        found = registry.child("index", dispatch.key)
+        self._identity(found, impl)
+        self._equals(found.child("defaults"), impl.__defaults__)
+        self._equals(found.child("kwdefaults"), impl.__kwdefaults__)
 
     def _logger_attribute(self, source: Any, name: str, value: Any) -> None:
         """A logger's own attribute read while tracing (``LOG.level``, see

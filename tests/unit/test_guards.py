@@ -403,6 +403,24 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.ORDER has keys ['b', 'a'], compiled for ['a', 'b']",
     ),
     ("dict_unpacked", lambda m: m.ORDER.__setitem__("c", 1.0), "guard_pkg.state.ORDER has keys"),
+    # functools.singledispatch: a class registered after import, the function replaced, its
+    # defaults, what it reads
+    (
+        "dispatched",
+        lambda m: m.area.register(m.Square, lambda s: 4.0),
+        "guard_pkg.state.area.registry has keys",
+    ),
+    (
+        "dispatched",
+        lambda m: m.area.register(m.Circle, lambda s: 5.0),
+        "guard_pkg.state.area.registry[<class 'guard_pkg.state.Circle'>] was replaced",
+    ),
+    (
+        "dispatched",
+        lambda m: setattr(m._circle_area, "__defaults__", (4.0,)),
+        "registry[<class 'guard_pkg.state.Circle'>].__defaults__ is tuple (4.0,)",
+    ),
+    ("dispatched", lambda m: setattr(m.SHAPE, "r", 1.5), "guard_pkg.state.SHAPE.r is float 1.5"),
     # max/min with key=: the items and what the key function reads
     (
         "top_priority",
@@ -1075,6 +1093,12 @@ REFUSED = [
         "root_logs_warning",
         "calls logging.warning(...), which logs through the root logger at level WARNING, which is on",
         "log outside the entry, or at a level that is off while the package is built",
+    ),
+    (
+        "dispatched_abstract",
+        "calls the functools.singledispatch function guard_pkg.state.size_of, whose registry holds "
+        "abstract base classes (Sized)",
+        "register the concrete classes the function is called with",
     ),
     (
         "skip_set_loop",

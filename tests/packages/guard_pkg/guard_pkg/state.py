@@ -3,6 +3,7 @@ each after "import" and checks that the guard tree notices."""
 
 import abc
 import collections
+import collections.abc
 import copy
 import dataclasses
 import enum
@@ -184,6 +185,50 @@ def partial(x: torch.Tensor) -> torch.Tensor:
 
 def enum_flag(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if MODE is Mode.FAST else x
+
+
+# -- functools.singledispatch on a class of the package: its registry and the function found
+class Circle:
+    def __init__(self, r: float) -> None:
+        self.r = r
+
+
+class Square:
+    side = 2.0
+
+
+@functools.singledispatch
+def area(shape: object) -> float:
+    return 0.0
+
+
+@area.register
+def _circle_area(shape: Circle, scale: float = 3.0) -> float:
+    return scale * shape.r * shape.r
+
+
+SHAPE = Circle(0.5)
+
+
+def dispatched(x: torch.Tensor) -> torch.Tensor:
+    return x * area(SHAPE)
+
+
+@functools.singledispatch
+def size_of(obj: object) -> float:
+    return 1.0
+
+
+@size_of.register(collections.abc.Sized)
+def _sized(obj: typing.Any) -> float:
+    return float(len(obj))
+
+
+SIZED = (1, 2, 3)
+
+
+def dispatched_abstract(x: torch.Tensor) -> torch.Tensor:
+    return x * size_of(SIZED)  # Sized.register(cls) may change the answer for another class
 
 
 # -- the environment
