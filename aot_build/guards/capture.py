@@ -70,7 +70,14 @@ with a test (tests/unit/test_guards.py):
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
-  one with arguments is refused.
+  one with arguments is refused (but ``torch.get_autocast_dtype(device)``, checked through
+  :mod:`.torch_state`).
+
+Where Dynamo stops at ordinary library code, a recorder answers in its place and the
+translator checks what the answer came from: a logging call at a level that is off (a logger's
+method, or the logging module's function: ``logging.debug``), a logger's own attribute
+(``LOG.level``), ``max``/``min`` with ``key=`` (traced as :func:`.traced.extreme_by_key`), and a
+``functools.singledispatch`` function (dispatched while tracing).
 """
 
 from __future__ import annotations
