@@ -145,8 +145,31 @@ def _canonical_spec(entry: AotEntry, spec: Any, n: int, where: str) -> tuple[Any
     return (*spec, *(None,) * (n - len(spec)))
 
 
+def _no_method(entry: AotEntry, here: str) -> str:
+    """Why an entry defined in a class that is no method of it cannot be built, and what to
+    write instead (``@staticmethod`` over ``@aot_entry`` builds: it is no method entry)."""
+    cls, _, name = entry.__wrapped__.__qualname__.rpartition(".")
+    if entry.class_wrapper() is classmethod:
+        return (
+            f"{here}: @classmethod over @aot_entry: calls would pass the class first (cls), which "
+            "an artifact cannot take as an argument.\n  write @staticmethod over @aot_entry and "
+            f"drop cls, naming the class where the function reads it ({cls}.K for cls.K): "
+            f"@staticmethod, @aot_entry(example_inputs=...), def {name}(x): ... ({cls}.{name}(x) "
+            f"and {cls}().{name}(x) then use the artifact); or make it a module-level @aot_entry "
+            "function that the classmethod calls"
+        )
+    return (
+        f"{here}: @aot_entry is inside a class but is no method of it (a decorator other than "
+        "@staticmethod over @aot_entry?); a method entry is a plain method of an nn.Module "
+        "subclass.\n  put @aot_entry over the other decorator, or make it a module-level "
+        "@aot_entry function, and call it from the class"
+    )
+
+
 def input_sets(entry: AotEntry, where: str) -> list[InputSet]:
     """The entry's example sets, validated; EntryError names the set and the fix."""
+    if entry.is_method and entry.owner is None:  # defined in a class, never set there (@classmethod)
+        raise EntryError(_no_method(entry, where))
     out = []
     sets = entry.input_sets()
     for index, (example, spec) in enumerate(sets):
@@ -158,17 +181,10 @@ def input_sets(entry: AotEntry, where: str) -> list[InputSet]:
         if entry.is_method:
             self_obj = canonical[0]
             owner = entry.owner
-            if owner is None:  # defined in a class, never set there (wrapped: @staticmethod)
-                raise EntryError(
-                    f"{here}: @aot_entry is inside a class but is no method of it (a @staticmethod "
-                    "or @classmethod over @aot_entry?); a method entry is a plain method of an "
-                    "nn.Module subclass.\n  make it a module-level @aot_entry function, and call "
-                    "it from the class"
-                )
             if type(self_obj) is not owner:
                 raise EntryError(
                     f"{here}: a method entry's example_inputs start with the instance (self); got "
-                    f"{type(self_obj).__name__}, expected a {owner.__qualname__} "
+                    f"{type(self_obj).__name__}, expected a {getattr(owner, '__qualname__', owner)} "
                     f"instance, e.g. example_inputs=lambda: (MyBlock(64), torch.randn(2, 16, 64))"
                 )
             if full_spec[0] is not None:

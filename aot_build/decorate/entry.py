@@ -144,7 +144,27 @@ class AotEntry:
 
     @property
     def is_method(self) -> bool:
-        return "." in self.__wrapped__.__qualname__
+        """Whether calls pass the instance first (``self``): a function defined in a class,
+        unless the class holds it as a ``@staticmethod`` (called as a plain function)."""
+        return "." in self.__wrapped__.__qualname__ and self.class_wrapper() is not staticmethod
+
+    def class_wrapper(self) -> type | None:
+        """``staticmethod`` or ``classmethod`` where the class that defines the entry holds it
+        wrapped in one (``@staticmethod`` over ``@aot_entry``: no ``__set_name__`` reaches the
+        entry then); None for a function, a method, or a class not found (yet)."""
+        if self.owner is not None:
+            return None
+        fn = self.__wrapped__
+        *outer, name = fn.__qualname__.split(".")
+        if not outer:
+            return None
+        found: Any = fn.__globals__.get(outer[0])  # the module's namespace
+        for part in outer[1:]:
+            found = getattr(found, part, None)
+        held = vars(found).get(name) if isinstance(found, type) else None
+        if isinstance(held, (staticmethod, classmethod)) and held.__func__ is self:
+            return type(held)
+        return None
 
     def example_sets(self) -> list[tuple[Any, ...]]:
         """The example-input sets (positional tuples), built now if given as a callable."""

@@ -70,11 +70,19 @@ with a test (tests/unit/test_guards.py):
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
-  one with arguments is refused.
+  one with arguments is refused (but ``torch.get_autocast_dtype(device)``, checked through
+  :mod:`.torch_state`).
+
+Where Dynamo stops at ordinary library code, a recorder answers in its place and the
+translator checks what the answer came from: a logging call at a level that is off (a logger's
+method, or the logging module's function: ``logging.debug``), a logger's own attribute
+(``LOG.level``), ``max``/``min`` with ``key=`` (traced as :func:`.traced.extreme_by_key`), and a
+``functools.singledispatch`` function (dispatched while tracing).
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import inspect
@@ -82,6 +90,7 @@ import logging
 import re
 import sys
 import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -752,6 +761,137 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _extremes_by_key_traced() -> Iterator[None]:
+    """Dynamo (2.13) stops at ``max(...)`` or ``min(...)`` given ``key=`` (its handler takes no
+    keyword): have it trace :func:`.traced.extreme_by_key` instead, a Python spelling of the
+    builtin, whose reads (the items, the key function's) it guards as the function's own."""
+    from torch._dynamo.variables import ConstantVariable, TupleVariable, UserFunctionVariable
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    from .traced import extreme_by_key
+
+    original = BuiltinVariable.call_function
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        key = kwargs.get("key")
+        if self.fn not in (max, min) or key is None or not args or set(kwargs) - {"key", "default"}:
+            return original(self, tx, args, kwargs)
+        if key.is_python_constant() and key.as_python_constant() is None:  # key=None: no key
+            return original(self, tx, args, {k: v for k, v in kwargs.items() if k != "key"})
+        if len(args) > 1 and "default" in kwargs:
+            return original(self, tx, args, kwargs)  # max(a, b, default=...): the builtin's TypeError
+        items = args[0] if len(args) == 1 else TupleVariable(list(args))
+        largest, given = ConstantVariable.create(self.fn is max), ConstantVariable.create("default" in kwargs)
+        default = kwargs.get("default", ConstantVariable.create(None))
+        traced = UserFunctionVariable(typing.cast(types.FunctionType, extreme_by_key))
+        return traced.call_function(tx, [items, key, largest, default, given], {})
+
+    with mock.patch.object(BuiltinVariable, "call_function", call_function):
+        yield
+
+
+@functools.cache
+def _single_dispatch_code() -> types.CodeType:
+    """The code of every ``functools.singledispatch`` function (the wrapper it returns)."""
+    return typing.cast(types.FunctionType, functools.singledispatch(lambda arg: arg)).__code__
+
+
+@dataclass(frozen=True)
+class _Dispatch:
+    """A call of a ``functools.singledispatch`` function answered while tracing: the function's
+    source, the class it dispatched on, the registry's key that answered and its function."""
+
+    source: Any
+    cls: type
+    key: type
+    impl: types.FunctionType
+    #: the registry's classes, in order, while tracing.
+    classes: tuple[type, ...]
+    #: whether the first argument is a tensor (a Parameter passes as one).
+    tensor: bool
+
+
+@contextlib.contextmanager
+def _single_dispatches_answered(found: list[_Dispatch]) -> Iterator[None]:
+    """Dynamo (2.13) stops in a ``functools.singledispatch`` function: it looks the class up in
+    a ``WeakKeyDictionary`` cache, misses, and fills it (a side effect). Dispatch as the
+    function does now (by the class of the first argument, which Dynamo guards) and trace the
+    function found, recording each, for the translator to check the registry's classes and
+    that function (or to refuse it)."""
+    from torch._dynamo.variables.functions import UserFunctionVariable
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    original = UserFunctionVariable.call_function
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        fn = self.fn
+        if getattr(fn, "__code__", None) is not _single_dispatch_code() or not args or self.source is None:
+            return original(self, tx, args, kwargs)
+        try:
+            cls = args[0].python_type()
+        except NotImplementedError:
+            return original(self, tx, args, kwargs)
+        impl = fn.dispatch(cls)
+        keys = [k for k in fn.registry if fn.registry[k] is impl and issubclass(cls, k)]
+        if type(impl) is not types.FunctionType or not keys:
+            return original(self, tx, args, kwargs)
+        tensor = isinstance(args[0], TensorVariable)
+        found.append(_Dispatch(self.source, cls, keys[0], impl, tuple(fn.registry), tensor))
+        return UserFunctionVariable(impl).call_function(tx, args, kwargs)
+
+    with mock.patch.object(UserFunctionVariable, "call_function", call_function):
+        yield
+
+
+@contextlib.contextmanager
+def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``torch.get_autocast_dtype("cpu")`` while tracing (it is refused
+    below, as depending on the machine) and stops at ``torch.get_autocast_cpu_dtype()``. Both
+    read torch's autocast dtype for a device, which ``torch.set_autocast_dtype`` changes while
+    autocast is off: answer them as torch does now, recording each device's answer, for the
+    translator to check it on each call (only in an entry that reads it)."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    from .torch_state import AUTOCAST_DEVICES
+
+    original = TorchInGraphFunctionVariable.call_function
+    legacy = {torch.get_autocast_cpu_dtype: "cpu", torch.get_autocast_gpu_dtype: "cuda"}
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        fn = self.value
+        device: Any = None
+        if fn is torch.get_autocast_dtype and len(args) + len(kwargs) == 1:
+            arg = args[0] if args else kwargs.get("device_type")
+            if arg is not None and arg.is_python_constant():
+                device = arg.as_python_constant()
+        elif fn in legacy and not args and not kwargs:
+            device = legacy[fn]
+        if device not in AUTOCAST_DEVICES:
+            return original(self, tx, args, kwargs)
+        found[device] = torch.get_autocast_dtype(device)
+        return ConstantVariable.create(found[device])
+
+    with mock.patch.object(TorchInGraphFunctionVariable, "call_function", call_function):
+        yield
+
+
+@contextlib.contextmanager
+def _library_calls_answered(
+    autocast_dtypes: dict[str, torch.dtype], dispatches: list[_Dispatch]
+) -> Iterator[None]:
+    """The recorders that answer a call of torch or the standard library in Dynamo's place (one
+    block: a ``with`` statement nests at most 20); entered after the others, so they see the
+    call first."""
+    with (
+        _autocast_dtypes_answered(autocast_dtypes),  # Dynamo's answer would be refused
+        _extremes_by_key_traced(),
+        _single_dispatches_answered(dispatches),
+    ):
+        yield
+
+
 #: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
 _LOG_METHODS = {
     "debug": logging.DEBUG,
@@ -780,6 +920,9 @@ class _LoggerCall:
     method: str
     level: int
     enabled: bool
+    #: called as the logging module's function (``logging.debug(...)``): ``source`` is the
+    #: function's, and the logger the module's root logger.
+    function: bool = False
 
 
 @contextlib.contextmanager
@@ -811,6 +954,77 @@ def _logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
         return ConstantVariable.create(answer)
 
     with mock.patch.object(LoggingLoggerVariable, "call_method", call_method):
+        yield
+
+
+@contextlib.contextmanager
+def _logger_attributes_answered(found: dict[tuple[Any, str], Any]) -> Iterator[None]:
+    """Dynamo (2.13) cannot compare a logger's attribute (``if LOG.level <= logging.DEBUG:``:
+    an unresolved ``GetAttrVariable``). Answer a plain value the logger holds itself (its
+    ``level``, ``name``, ``disabled``, ``propagate``) as it is now, recording each read, for
+    the translator to check it by value."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.misc import LoggingLoggerVariable
+
+    original = LoggingLoggerVariable.var_getattr
+
+    def var_getattr(self: Any, tx: Any, name: str) -> Any:
+        logger = self.value
+        own = vars(logger) if isinstance(logger, logging.Logger) else {}
+        value = own.get(name)
+        if name not in own or type(value) not in (int, bool, str):
+            return original(self, tx, name)
+        found[(self.source, name)] = value
+        return ConstantVariable.create(value)
+
+    with mock.patch.object(LoggingLoggerVariable, "var_getattr", var_getattr):
+        yield
+
+
+#: The logging module's functions that log through the root logger (``logging.debug(...)``),
+#: each by the root logger's method it calls (``exception`` calls ``error``; ``warn`` warns).
+_ROOT_LOG_FUNCTIONS = ("debug", "info", "warning", "error", "critical", "log")
+
+
+@contextlib.contextmanager
+def _root_logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
+    """Dynamo (2.13) stops in ``logging.debug(...)`` (the module's function: it reads
+    ``root.handlers``, to configure logging on the first call). Drop a call at a level that is
+    off as :func:`_logger_calls_answered` drops ``LOG.debug(...)``, recording it, for the
+    translator to check the root logger and the function (a call at a level that is on is
+    refused there)."""
+    from torch._dynamo.variables import ConstantVariable
+    from torch._dynamo.variables.functions import UserFunctionVariable
+
+    original = UserFunctionVariable.call_function
+    functions = {getattr(logging, name): name for name in _ROOT_LOG_FUNCTIONS}
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        name = functions.get(self.fn) if isinstance(self.fn, types.FunctionType) else None
+        if name is None or tx.export:
+            return original(self, tx, args, kwargs)
+        level = _LOG_METHODS.get(name)
+        if name == "log" and args and args[0].is_python_constant():
+            level = args[0].as_python_constant()
+        if type(level) is not int:
+            return original(self, tx, args, kwargs)
+        root = logging.root
+        found.append(_LoggerCall(self.source, root, name, level, root.isEnabledFor(level), function=True))
+        return ConstantVariable.create(None)
+
+    with mock.patch.object(UserFunctionVariable, "call_function", call_function):
+        yield
+
+
+@contextlib.contextmanager
+def _logging_answered(calls: list[_LoggerCall], attributes: dict[tuple[Any, str], Any]) -> Iterator[None]:
+    """The recorders of logging: a logger's methods, the logging module's functions, a
+    logger's attributes (one block: a ``with`` statement nests at most 20)."""
+    with (
+        _logger_calls_answered(calls),
+        _root_logger_calls_answered(calls),
+        _logger_attributes_answered(attributes),
+    ):
         yield
 
 
@@ -1276,8 +1490,14 @@ class _Recorded:
     fallbacks: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: calls into torch answered while tracing.
     state_reads: list[_StateRead] = field(default_factory=list)
+    #: each call of a ``functools.singledispatch`` function answered while tracing.
+    dispatches: list[_Dispatch] = field(default_factory=list)
+    #: torch's autocast dtype for each device the trace asked it of (``torch.get_autocast_dtype``).
+    autocast_dtypes: dict[str, torch.dtype] = field(default_factory=dict)
     #: calls of a logger's methods answered (or dropped) while tracing.
     logger_calls: list[_LoggerCall] = field(default_factory=list)
+    #: (logger's source, name) of each of a logger's own attributes read (``LOG.level``): its value.
+    logger_attributes: dict[tuple[Any, str], Any] = field(default_factory=dict)
     #: each module class called, with the source of one instance.
     module_classes: dict[type, Any] = field(default_factory=dict)
     #: ("isinstance" or "issubclass", object's source, class) of each test the class answers.
@@ -1337,7 +1557,7 @@ class _Recorded:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
-            _logger_calls_answered(self.logger_calls),
+            _logging_answered(self.logger_calls, self.logger_attributes),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
             _builtins_recorded(self.builtins),
@@ -1353,6 +1573,7 @@ class _Recorded:
             _class_calls_recorded(self.class_calls),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
             _torch_functions_recorded(self.torch_functions),
+            _library_calls_answered(self.autocast_dtypes, self.dispatches),  # before Dynamo's handlers
         ):
             yield
 
@@ -1712,8 +1933,15 @@ class _Translator:
             self._each(self._getattr_fallback, source, name)
         for read in recorded.state_reads:
             self._each(self._state_read, read)
+        for dispatch in recorded.dispatches:
+            self._each(self._single_dispatch, dispatch)
+        for device, dtype in recorded.autocast_dtypes.items():
+            reader = ObjPath(("ref", f"aot_build.guards.torch_state:get_autocast_dtype_{device}"))
+            self._equals(reader.child("call"), dtype)
         for call in recorded.logger_calls:
-            self._each(self._logger_call, call)
+            self._each(self._root_logger_call if call.function else self._logger_call, call)
+        for (source, name), value in recorded.logger_attributes.items():
+            self._each(self._logger_attribute, source, name, value)
         for cls, source in recorded.module_classes.items():
             self._each(self._module_call, cls, source)
         for source, name, defined in recorded.class_lookups:
@@ -2321,12 +2549,105 @@ class _Translator:
                 "no global or attribute aot_build can find again to check the answer on each "
                 "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
             )
-        for name in ("isEnabledFor", call.method, "getEffectiveLevel"):  # each checked once
+        self._logger_state(path, logger, call.method)
+
+    def _single_dispatch(self, dispatch: _Dispatch) -> None:
+        """A ``functools.singledispatch`` function's call answered while tracing (see
+        :func:`_single_dispatches_answered`): the registry holds the same classes, in order
+        (a class registered after import may answer instead), and the function that answered
+        is still registered for its class, with the same defaults. Refused where the answer
+        depends on more: abstract base classes registered (their own registrations), a tensor
+        argument where a tensor subclass is registered (a Parameter passes as a tensor), a
+        function with a closure (its cells' contents)."""
+        impl = dispatch.impl
+        path = self.path(dispatch.source)
+        label = path.label() if path is not None else dispatch.source.name()
+        what = f"{self.where}: calls the functools.singledispatch function {label}"
+        abstract = ", ".join(k.__qualname__ for k in dispatch.classes if isinstance(k, abc.ABCMeta))
+        subclasses = [k for k in dispatch.classes if issubclass(k, torch.Tensor) and k is not torch.Tensor]
+        if abstract:
+            raise CaptureError(
+                f"{what}, whose registry holds abstract base classes ({abstract}): which function "
+                "answers also depends on what they register "
+                "(Base.register(cls)), which aot_build does not check.\n  register the concrete "
+                "classes the function is called with"
+            )
+        if dispatch.tensor and subclasses:
+            raise CaptureError(
+                f"{what} on a tensor argument, and its registry holds a subclass of torch.Tensor "
+                f"({', '.join(k.__qualname__ for k in subclasses)}): an argument of that class, which "
+                "a compiled call takes as a tensor, would dispatch otherwise.\n  dispatch outside "
+                "the entry, or register torch.Tensor only"
+            )
+        if impl.__closure__:
+            raise CaptureError(
+                f"{what}, whose function for {dispatch.cls.__qualname__} ({impl.__qualname__}) is a "
+                "closure: what it reads from its cells would go unchecked.\n  register a "
+                "module-level function"
+            )
+        if path is None:
+            raise CaptureError(
+                f"{what}, through no global or attribute aot_build can find again to check its "
+                "registry on each call.\n  call it through a module global"
+            )
+        registry = path.child("getattr", "registry")
+        self.builder.add(registry, Check("keys", self._encode(list(dispatch.classes), registry)))
+        found = registry.child("index", dispatch.key)
+        self._identity(found, impl)
+        self._equals(found.child("defaults"), impl.__defaults__)
+        self._equals(found.child("kwdefaults"), impl.__kwdefaults__)
+
+    def _logger_attribute(self, source: Any, name: str, value: Any) -> None:
+        """A logger's own attribute read while tracing (``LOG.level``, see
+        :func:`_logger_attributes_answered`): checked by value."""
+        path = self.path(source) if source is not None else None
+        if path is None:
+            raise CaptureError(
+                f"{self.where}: reads a logger's {name}, through no global or attribute aot_build can "
+                "find again to check it on each call.\n  hold the logger in a module global "
+                "(logging.getLogger(__name__))"
+            )
+        self._equals(path.child("getattr", name), value)
+
+    def _logger_state(self, path: ObjPath, logger: logging.Logger, method: str) -> None:
+        """What the logger at ``path`` answers whether a level is on from: its ``disabled``,
+        the manager's ``disable``, its effective level, and the methods."""
+        for name in ("isEnabledFor", method, "getEffectiveLevel"):  # each checked once
             self._class_attribute(path, name)
         self._equals(path.child("getattr", "disabled"), logger.disabled)
         self._equals(path.child("getattr", "manager").child("getattr", "disable"), logger.manager.disable)
         # the first level set up the hierarchy, which a logger made later may join
         self._equals(path.child("getattr", "getEffectiveLevel").child("call"), logger.getEffectiveLevel())
+
+    def _root_logger_call(self, call: _LoggerCall) -> None:
+        """``logging.debug(...)`` compiled out (see :func:`_root_logger_calls_answered`): the
+        function is still the logging module's, the root logger (``logging.root``) is checked
+        as :meth:`_logger_call` checks a logger, and it still has a handler (the function
+        configures logging, ``logging.basicConfig()``, when the root logger has none); a call
+        at a level that is on is refused."""
+        level = logging.getLevelName(call.level)
+        if call.enabled:
+            raise CaptureError(
+                f"{self.where}: calls logging.{call.method}(...), which logs through the root logger "
+                f"at level {level}, which is on: the function run as Python logs on every call, a "
+                "compiled call cannot.\n  log outside the entry, or at a level that is off while the "
+                "package is built (such a call is compiled out, and the entry runs as Python while its "
+                "level is on)"
+            )
+        if not call.logger.handlers:
+            raise CaptureError(
+                f"{self.where}: calls logging.{call.method}(...) while the root logger has no handler: "
+                "run as Python, the call configures logging (logging.basicConfig()), a compiled call "
+                "cannot.\n  configure logging before the build traces the entry, or log through a "
+                "logger of the module's own (LOG = logging.getLogger(__name__); LOG.debug(...))"
+            )
+        function = self.path(call.source) if call.source is not None else None
+        if function is None:
+            function = ObjPath(("global", "logging", call.method))
+        self._identity(function, getattr(logging, call.method))
+        root = ObjPath(("global", "logging", "root"))
+        self.builder.add(root.child("getattr", "handlers").child("index", 0), Check("notnone"))
+        self._logger_state(root, call.logger, call.method)
 
     def _module_call(self, cls: type, source: Any) -> None:
         """Modules of class ``cls`` are called by the trace: their class still runs the very

@@ -302,10 +302,11 @@ def test_two_entries_with_one_name_refused() -> None:
         aot_entry(make(950), example_inputs=(torch.zeros(1),))
 
 
-def test_a_static_method_over_an_entry_is_refused_naming_the_fix() -> None:
-    """``@staticmethod`` over ``@aot_entry`` in a class: the entry is never set on the class
-    (no ``__set_name__``), so it has no owner; its examples were refused as "got Tensor,
-    expected a class instance", which no example could satisfy."""
+def test_a_static_method_over_an_entry_is_a_function_entry() -> None:
+    """``@staticmethod`` over ``@aot_entry`` in a class: the entry is never set on the class (no
+    ``__set_name__``); it was refused as no method of it. The class holds it as a staticmethod,
+    so it is an entry called as a plain function (``Holder.double(x)``, ``Holder().double(x)``),
+    its examples the arguments; ``@classmethod`` over it is refused, naming what to write."""
     import types
 
     from aot_build.compile.inputs import input_sets
@@ -317,11 +318,24 @@ def test_a_static_method_over_an_entry_is_refused_naming_the_fix() -> None:
         "    @staticmethod\n"
         "    @aot_entry(example_inputs=lambda: (torch.randn(3),))\n"
         "    def double(x):\n"
-        "        return x * 2\n",
+        "        return x * 2\n"
+        "    @classmethod\n"
+        "    @aot_entry(example_inputs=lambda: (torch.randn(3),))\n"
+        "    def triple(cls, x):\n"
+        "        return x * 3\n",
         module.__dict__,
     )
     entry = module.Holder.__dict__["double"].__func__
+    assert entry.class_wrapper() is staticmethod and not entry.is_method
+    assert module.Holder.double is entry and module.Holder().double is entry
+    (iset,) = input_sets(entry, entry.key)
+    assert iset.self_obj is None and len(iset.args) == 1
+    by_class = module.Holder.__dict__["triple"].__func__
+    assert by_class.class_wrapper() is classmethod and by_class.is_method
     with pytest.raises(EntryError) as info:
-        input_sets(entry, entry.key)
-    assert "inside a class but is no method of it (a @staticmethod" in str(info.value)
-    assert "make it a module-level @aot_entry function" in str(info.value)
+        input_sets(by_class, by_class.key)
+    assert "@classmethod over @aot_entry: calls would pass the class first (cls)" in str(info.value)
+    assert (
+        "write @staticmethod over @aot_entry and drop cls, naming the class where the function reads it"
+        in str(info.value)
+    )

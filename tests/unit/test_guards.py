@@ -149,6 +149,17 @@ class _Patched:
         setattr(self.owner, self.name, self.old)
 
 
+class _AutocastDtype:
+    """``torch.set_autocast_dtype(device, dtype)`` until :meth:`remove`."""
+
+    def __init__(self, device: str, dtype: torch.dtype) -> None:
+        self.device, self.old = device, torch.get_autocast_dtype(device)
+        torch.set_autocast_dtype(device, dtype)
+
+    def remove(self) -> None:
+        torch.set_autocast_dtype(self.device, self.old)
+
+
 class _Item:
     """``mapping[key] = value`` until :meth:`remove` (for the standard library's tables)."""
 
@@ -392,6 +403,36 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.ORDER has keys ['b', 'a'], compiled for ['a', 'b']",
     ),
     ("dict_unpacked", lambda m: m.ORDER.__setitem__("c", 1.0), "guard_pkg.state.ORDER has keys"),
+    # functools.singledispatch: a class registered after import, the function replaced, its
+    # defaults, what it reads
+    (
+        "dispatched",
+        lambda m: m.area.register(m.Square, lambda s: 4.0),
+        "guard_pkg.state.area.registry has keys",
+    ),
+    (
+        "dispatched",
+        lambda m: m.area.register(m.Circle, lambda s: 5.0),
+        "guard_pkg.state.area.registry[<class 'guard_pkg.state.Circle'>] was replaced",
+    ),
+    (
+        "dispatched",
+        lambda m: setattr(m._circle_area, "__defaults__", (4.0,)),
+        "registry[<class 'guard_pkg.state.Circle'>].__defaults__ is tuple (4.0,)",
+    ),
+    ("dispatched", lambda m: setattr(m.SHAPE, "r", 1.5), "guard_pkg.state.SHAPE.r is float 1.5"),
+    # max/min with key=: the items and what the key function reads
+    (
+        "top_priority",
+        lambda m: m.PRIORITIES.__setitem__("low", 5.0),
+        "guard_pkg.state.PRIORITIES['low'] is float 5.0, compiled for float 1.0",
+    ),
+    ("top_priority", lambda m: m.PRIORITIES.__setitem__("top", 9.0), "guard_pkg.state.PRIORITIES has keys"),
+    (
+        "lowest_priority",
+        lambda m: m.PRIORITIES.__setitem__("mid", -0.5),
+        "guard_pkg.state.PRIORITIES['mid'] is float -0.5, compiled for float 2.0",
+    ),
     (
         "code_replaced",
         lambda m: setattr(m._tripled, "__code__", (lambda x: x * 5).__code__),
@@ -535,6 +576,18 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(torch.amp.autocast_mode.autocast, "__enter__", lambda self: self),
         "torch.amp.autocast_mode.autocast.__enter__ was replaced",
     ),
+    # torch's autocast dtype for a device, read (set while autocast is off)
+    (
+        "autocast_dtype_read",
+        lambda m: _AutocastDtype("cpu", torch.float16),
+        "aot_build.guards.torch_state.get_autocast_dtype_cpu() is dtype torch.float16, compiled for "
+        "dtype torch.bfloat16",
+    ),
+    (
+        "autocast_cpu_dtype_read",
+        lambda m: _AutocastDtype("cpu", torch.float16),
+        "aot_build.guards.torch_state.get_autocast_dtype_cpu() is dtype torch.float16",
+    ),
     (
         "skip_by_type",
         lambda m: m.SKIP_TYPES.add(torch.nn.ReLU),
@@ -654,6 +707,37 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "log_level_branch",
         lambda m: _Patched(m.LOG, "level", logging.INFO),
         "guard_pkg.state.LOG.getEffectiveLevel() is int 20, compiled for int 30",
+    ),
+    (
+        "log_level_read",
+        lambda m: _Patched(m.LOG, "level", logging.DEBUG),  # as LOG.setLevel(logging.DEBUG) sets it
+        "guard_pkg.state.LOG.level is int 10, compiled for int 0",
+    ),
+    (
+        "log_level_read",
+        lambda m: _Patched(m.LOG, "level", logging.ERROR),
+        "guard_pkg.state.LOG.level is int 40, compiled for int 0",
+    ),
+    # logging.debug(...): the root logger's, and the function (it configures logging once)
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging.getLogger(), "level", logging.DEBUG),
+        "logging.root.getEffectiveLevel() is int 10, compiled for int 30",
+    ),
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging.root.manager, "_disable", logging.CRITICAL),
+        "logging.root.manager.disable is int 50, compiled for int 0",
+    ),
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging, "debug", logging.info),
+        "guard_pkg.state.logging.debug was replaced",
+    ),
+    (
+        "root_logs_debug",
+        lambda m: _Patched(logging.root, "handlers", []),  # run as Python, the call configures logging
+        "logging.root.handlers[0] no longer exists",
     ),
     # a classmethod looked up on the class (Dynamo guards a staticmethod's function, not this)
     (
@@ -1006,6 +1090,17 @@ REFUSED = [
         "log outside the entry, or at a level that is off while the package is built",
     ),
     (
+        "root_logs_warning",
+        "calls logging.warning(...), which logs through the root logger at level WARNING, which is on",
+        "log outside the entry, or at a level that is off while the package is built",
+    ),
+    (
+        "dispatched_abstract",
+        "calls the functools.singledispatch function guard_pkg.state.size_of, whose registry holds "
+        "abstract base classes (Sized)",
+        "register the concrete classes the function is called with",
+    ),
+    (
         "skip_set_loop",
         "relies on the order in which the set guard_pkg.state.SKIP_TYPES iterates; it holds classes",
         "hold the classes in a tuple or a list",
@@ -1021,6 +1116,19 @@ def test_what_cannot_be_carried_is_refused_with_the_fix(
         capture(getattr(pkg, fn), None, (X,), f"guard_pkg.state:{fn}")
     assert what in str(info.value) and fix in str(info.value)
     assert str(info.value).startswith(f"guard_pkg.state:{fn}: ")
+
+
+def test_logging_through_the_root_logger_without_a_handler_is_refused(pkg: types.ModuleType) -> None:
+    """``logging.debug(...)`` configures logging (``logging.basicConfig()``) where the root
+    logger has no handler, which a compiled call cannot: a build that traces it then refuses."""
+    handlers = _Patched(logging.root, "handlers", [])
+    try:
+        with pytest.raises(CaptureError) as info:
+            capture(pkg.root_logs_debug, None, (X,), "guard_pkg.state:root_logs_debug")
+    finally:
+        handlers.remove()
+    assert "calls logging.debug(...) while the root logger has no handler" in str(info.value)
+    assert "LOG = logging.getLogger(__name__)" in str(info.value)
 
 
 def test_a_trace_under_deterministic_algorithms_is_refused(pkg: types.ModuleType) -> None:

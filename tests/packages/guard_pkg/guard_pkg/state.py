@@ -3,6 +3,7 @@ each after "import" and checks that the guard tree notices."""
 
 import abc
 import collections
+import collections.abc
 import copy
 import dataclasses
 import enum
@@ -184,6 +185,50 @@ def partial(x: torch.Tensor) -> torch.Tensor:
 
 def enum_flag(x: torch.Tensor) -> torch.Tensor:
     return x * 2 if MODE is Mode.FAST else x
+
+
+# -- functools.singledispatch on a class of the package: its registry and the function found
+class Circle:
+    def __init__(self, r: float) -> None:
+        self.r = r
+
+
+class Square:
+    side = 2.0
+
+
+@functools.singledispatch
+def area(shape: object) -> float:
+    return 0.0
+
+
+@area.register
+def _circle_area(shape: Circle, scale: float = 3.0) -> float:
+    return scale * shape.r * shape.r
+
+
+SHAPE = Circle(0.5)
+
+
+def dispatched(x: torch.Tensor) -> torch.Tensor:
+    return x * area(SHAPE)
+
+
+@functools.singledispatch
+def size_of(obj: object) -> float:
+    return 1.0
+
+
+@size_of.register(collections.abc.Sized)
+def _sized(obj: typing.Any) -> float:
+    return float(len(obj))
+
+
+SIZED = (1, 2, 3)
+
+
+def dispatched_abstract(x: torch.Tensor) -> torch.Tensor:
+    return x * size_of(SIZED)  # Sized.register(cls) may change the answer for another class
 
 
 # -- the environment
@@ -549,6 +594,19 @@ def dict_unpacked(x: torch.Tensor) -> torch.Tensor:
     for k in [*ORDER]:
         x = x * ORDER[k] + 1.0
     return x
+
+
+# -- max(...) and min(...) with key= over a dict (Dynamo's builtin takes no key)
+PRIORITIES = {"low": 1.0, "high": 3.0, "mid": 2.0}
+
+
+def top_priority(x: torch.Tensor) -> torch.Tensor:
+    name = max(PRIORITIES, key=lambda k: PRIORITIES[k])  # the key whose value is largest
+    return x * PRIORITIES[name] + len(name)
+
+
+def lowest_priority(x: torch.Tensor) -> torch.Tensor:
+    return x * min(PRIORITIES.values(), key=abs) + max(1.0, 2.0, key=lambda v: -v)
 
 
 # -- method entries: a submodule whose forward is decorated (transformers' blocks are), a hook
@@ -940,6 +998,14 @@ def autocast_default_dtype(x: torch.Tensor) -> torch.Tensor:
     return (x @ x.T).float() + 1
 
 
+def autocast_dtype_read(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.get_autocast_dtype("cpu")).float() * 2  # torch.set_autocast_dtype changes it
+
+
+def autocast_cpu_dtype_read(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.get_autocast_cpu_dtype()).float() * 2  # deprecated: get_autocast_dtype("cpu")
+
+
 def autocast_cell(fn: typing.Any) -> typing.Any:
     """The closure cell in which ``@torch.autocast(...)``'s wrapper ``fn`` holds the autocast object."""
     return fn.__closure__[fn.__code__.co_freevars.index("autocast_instance")]
@@ -990,6 +1056,16 @@ def log_warning_branch(x: torch.Tensor) -> torch.Tensor:
 
 def logs_warning(x: torch.Tensor) -> torch.Tensor:
     LOG.warning("this runs on every call")
+    return x * 2
+
+
+def root_logs_debug(x: torch.Tensor) -> torch.Tensor:
+    logging.debug("scaling a tensor of shape %s", x.shape)  # the root logger's, through logging's function
+    return x * 2
+
+
+def root_logs_warning(x: torch.Tensor) -> torch.Tensor:
+    logging.warning("this runs on every call")
     return x * 2
 
 
@@ -1127,6 +1203,12 @@ def skip_superset(x: torch.Tensor) -> torch.Tensor:
 
 def log_level_branch(x: torch.Tensor) -> torch.Tensor:
     return x * 2 + 1 if LOG.getEffectiveLevel() <= logging.INFO else x * 2
+
+
+def log_level_read(x: torch.Tensor) -> torch.Tensor:
+    if LOG.level == logging.DEBUG or LOG.level >= logging.ERROR:  # the logger's own level, read
+        return x * 2 + 1
+    return x * 2
 
 
 # -- objects the function creates: the operators their class answers, a module's forward
