@@ -16,6 +16,8 @@ with a test (tests/unit/test_guards.py):
   ``len(vars(obj))``): Dynamo reads it through its side-effect table and guards no key;
 * a set's iteration order (``list(S)``, ``a, b = S``): Dynamo guards the elements only, and a
   set of strings iterates in another order in each process;
+* the iteration order of the sets a set was computed from (``for v in S - T``, ``S | T``):
+  Dynamo iterates the new set in their order, guarding only their elements;
 * ``w.requires_grad`` of a weight: answered from the tensor Dynamo wrapped;
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
@@ -875,6 +877,113 @@ def _set_orders_recorded() -> Iterator[None]:
         yield
 
 
+#: Set methods whose result is a new set computed from the set and the arguments, and those
+#: that change the set by them.
+_SET_ALGEBRA = frozenset({"union", "intersection", "difference", "symmetric_difference", "copy"})
+_SET_UPDATES = frozenset(
+    {"update", "intersection_update", "difference_update", "symmetric_difference_update"}
+)
+#: The operators Dynamo computes a set's ``|``, ``&``, ``-``, ``^`` by (and their in-place forms).
+_SET_OPERATORS = ("nb_or_impl", "nb_and_impl", "nb_subtract_impl", "nb_xor_impl")
+_SET_INPLACE = (
+    "nb_inplace_or_impl",
+    "nb_inplace_and_impl",
+    "nb_inplace_subtract_impl",
+    "nb_inplace_xor_impl",
+)
+
+
+@contextlib.contextmanager
+def _derived_set_orders_recorded() -> Iterator[None]:
+    """Dynamo (2.13) computes a set derived from others (``S - T``, ``S | T``, ``S.union(T)``,
+    ``u = S.copy(); u -= T``) from their elements, in the order it unpacked them, to a new set
+    with no source; iterated (``for v in S - T``), that set runs in the order it has, which
+    follows the order of the sets it was computed from (``S = {9, 1}`` after import, equal to the
+    ``{1, 9}`` traced, iterates the other way), but only their elements were guarded. Remember
+    the sets each derived set was computed from; when it is iterated or unpacked, mark their
+    iteration orders as relied on, as Dynamo does for a set iterated directly."""
+    from torch._dynamo.source import is_constant_source
+    from torch._dynamo.variables.lists import CommonListMethodsVariable
+    from torch._dynamo.variables.sets import FrozensetVariable, SetVariable
+
+    origins: dict[int, tuple[Any, frozenset[Any]]] = {}  # id of a derived set: it, the sources
+
+    def sources(*variables: Any) -> frozenset[Any]:
+        found: set[Any] = set()
+        for var in variables:
+            if not isinstance(var, SetVariable):
+                continue
+            if var.source is None:
+                found |= origins.get(id(var), (None, frozenset()))[1]
+            elif not is_constant_source(var.source):
+                found.add(var.source)
+        return frozenset(found)
+
+    def derive(result: Any, *operands: Any) -> None:
+        if isinstance(result, SetVariable) and result.source is None:
+            found = sources(result, *operands)
+            if found:
+                origins[id(result)] = (result, found)
+
+    def method(original: Callable[..., Any]) -> Callable[..., Any]:
+        def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+            result = original(self, tx, name, args, kwargs)
+            if name in _SET_ALGEBRA:
+                derive(result, self, *args)
+            elif name in _SET_UPDATES:
+                derive(self, *args)
+            return result
+
+        return call_method
+
+    def operator(original: Callable[..., Any]) -> Callable[..., Any]:
+        def binary(self: Any, tx: Any, other: Any, *rest: Any, **kwargs: Any) -> Any:
+            result = original(self, tx, other, *rest, **kwargs)
+            derive(result, self, other)
+            return result
+
+        return binary
+
+    clone = SetVariable.clone
+    iterate = SetVariable.tp_iter_impl
+    unpack = SetVariable.unpack_var_sequence
+
+    def cloned(self: Any, **kwargs: Any) -> Any:
+        result = clone(self, **kwargs)
+        derive(result, self)
+        return result
+
+    def relied_on(self: Any, tx: Any) -> None:
+        if self.source is None and id(self) in origins:
+            tx.output.guard_on_key_order.update(origins[id(self)][1])
+
+    def iterated(self: Any, tx: Any) -> Any:
+        relied_on(self, tx)
+        return iterate(self, tx)
+
+    def unpacked(self: Any, tx: Any) -> Any:
+        relied_on(self, tx)
+        return unpack(self, tx)
+
+    extend = CommonListMethodsVariable.call_method
+
+    def extended(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if name == "extend" and args and isinstance(args[0], SetVariable):  # list(S - T): its items
+            relied_on(args[0], tx)
+        return extend(self, tx, name, args, kwargs)
+
+    with contextlib.ExitStack() as stack:
+        for cls in (SetVariable, FrozensetVariable):
+            stack.enter_context(mock.patch.object(cls, "call_method", method(cls.call_method)))
+        for name in (*_SET_OPERATORS, *_SET_INPLACE):
+            stack.enter_context(mock.patch.object(SetVariable, name, operator(getattr(SetVariable, name))))
+        stack.enter_context(mock.patch.object(SetVariable, "clone", cloned))
+        stack.enter_context(mock.patch.object(SetVariable, "tp_iter_impl", iterated))
+        stack.enter_context(mock.patch.object(SetVariable, "unpack_var_sequence", unpacked))
+        stack.enter_context(mock.patch.object(CommonListMethodsVariable, "call_method", extended))
+        yield
+
+
 @contextlib.contextmanager
 def _set_uses_recorded(members: dict[tuple[Any, type], bool], other: set[Any]) -> Iterator[None]:
     """Dynamo (2.13) answers ``cls in S`` for a set of classes from the elements it realized,
@@ -1345,6 +1454,7 @@ class _Recorded:
             _compiling_answered(self.compiled_at, self.compiling_asked),
             _requires_grad_reads_recorded(self.requires_grad),
             _set_orders_recorded(),
+            _derived_set_orders_recorded(),
             _dir_calls_recorded(self.dir_calls),
             _class_subscripts_recorded(self.class_subscripts),
             _set_uses_recorded(self.set_members, self.sets_used),

@@ -425,6 +425,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.MODES iterates as [9, 1], compiled for [1, 9]",
     ),
     ("set_loop", lambda m: setattr(m, "MODES", {9, 1}), "guard_pkg.state.MODES iterates as [9, 1]"),
+    # a set computed from others (S - T) runs in their order: they are checked in order too
+    (
+        "derived_set_loop",
+        lambda m: setattr(m, "ALL_MODES", {9, 1, 3}),
+        "guard_pkg.state.ALL_MODES iterates as [9, 3, 1], compiled for [1, 3, 9]",
+    ),
     (
         "created",
         lambda m: setattr(m.Helper, "scale", lambda self: 5.0),

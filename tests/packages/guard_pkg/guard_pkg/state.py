@@ -736,6 +736,17 @@ def set_loop(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+# a set computed from others and iterated: it runs in the order of the sets it came from
+ALL_MODES = {1, 9, 3}
+SKIPPED_MODES = {3}
+
+
+def derived_set_loop(x: torch.Tensor) -> torch.Tensor:
+    for mode in ALL_MODES - SKIPPED_MODES:
+        x = x * mode + 1
+    return x
+
+
 # -- objects the function creates: what it finds on their class (a method, __init__ and its
 # defaults, __call__); a NamedTuple's method (no instance dict)
 class Helper:
