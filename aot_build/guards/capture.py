@@ -22,6 +22,10 @@ with a test (tests/unit/test_guards.py):
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
   ``NamedTuple``: Dynamo guards the class's identity only;
 * a class attribute the class gets from its metaclass: no guard at all;
+* what a class's metaclass answers for it (``len(Cls)``, ``x in Cls``, ``for x in Cls``: its
+  ``__len__``, ``__contains__``, ``__iter__``...): Dynamo guards the class only; ``if Cls:`` and
+  ``Cls[k]`` it answers by calling the metaclass's method while tracing, so they are traced
+  through it instead (what it reads is then guarded);
 * an object created of a class that has no ``__new__`` or ``__init__`` of its own (``A()``):
   Dynamo guards the class's identity only, not that it (and its bases) still lack them;
 * a classmethod looked up on a class (``Ops.scale(x)``, ``type(self).act(x)``): Dynamo binds
@@ -78,6 +82,7 @@ with a test (tests/unit/test_guards.py):
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import inspect
 import logging
@@ -1205,6 +1210,130 @@ def _metaclass_reads_recorded(found: dict[tuple[Any, str], None], calls: dict[ty
         yield
 
 
+#: The bytecodes that branch on an object's truth (3.11's and 3.12's).
+_TRUTH_OPCODES = (
+    "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_TRUE",
+    "JUMP_IF_FALSE_OR_POP",
+    "JUMP_IF_TRUE_OR_POP",
+    "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_FALSE",
+)
+
+
+def _metaclass_function(cls: type, name: str) -> Any:
+    """The Python function ``cls``'s metaclass (or a base of it) defines as ``name``; None if
+    none defines it, or one defines it otherwise (in C, as ``type`` does)."""
+    meta: type = type(cls)
+    found = next((vars(k)[name] for k in meta.__mro__ if name in vars(k)), None)
+    return found if isinstance(found, types.FunctionType) else None
+
+
+@contextlib.contextmanager
+def _metaclass_protocols_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``len(Cls)``, ``x in Cls``, ``for x in Cls`` for a class with a
+    metaclass of its own by tracing the metaclass's special method, guarding the class's
+    identity only: the metaclass's ``__len__`` replaced after import, or one added, went unseen.
+    ``if Cls:`` and ``Cls[k]`` it answers by calling them while tracing (what they read is not
+    guarded either). Record each special method looked up on a class's metaclass (the class's
+    source, the name), for the translator to check that the metaclass still gives (or lacks) the
+    very function; and have ``if Cls:`` and ``Cls[k]`` traced through the metaclass's Python
+    ``__bool__``, ``__len__`` or ``__getitem__``, as Python calls them."""
+    from torch._dynamo import symbolic_convert
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+    from torch._dynamo.variables import builtin, object_protocol
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    lookup = UserDefinedClassVariable._maybe_get_baseclass_method
+    method = UserDefinedClassVariable.call_method
+    subscript = UserDefinedClassVariable.mp_subscript_impl
+    truth = object_protocol.generic_bool
+
+    def record(var: Any, name: str) -> bool:
+        """Whether ``var`` is a class with a metaclass of its own (its use recorded)."""
+        if not isinstance(var, UserDefinedClassVariable) or type(var.value) is type:
+            return False
+        if var.source is not None:
+            found[(var.source, name)] = None
+        return True
+
+    def looked_up(self: Any, name: str) -> Any:  # len(Cls), x in Cls, iter(Cls), -Cls...
+        if name[:2] == name[-2:] == "__":
+            record(self, name)
+        return lookup(self, name)
+
+    def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if name[:2] == name[-2:] == "__":
+            record(self, name)
+        return method(self, tx, name, args, kwargs)
+
+    def subscripted(self: Any, tx: Any, key: Any) -> Any:  # Cls[k]: type(Cls).__getitem__
+        if record(self, "__getitem__") and _metaclass_function(self.value, "__getitem__") is not None:
+            return self.call_method(tx, "__getitem__", [key], {})
+        return subscript(self, tx, key)
+
+    def traced_truth(tx: Any, obj: Any) -> Any:
+        """``bool(Cls)`` traced through the metaclass's Python ``__bool__`` (else ``__len__``), so
+        that what it reads is guarded; None where Python answers otherwise (``type``'s)."""
+        if not (record(obj, "__bool__") and record(obj, "__len__")):
+            return None
+        for name in ("__bool__", "__len__"):
+            if any(name in vars(k) for k in type(obj.value).__mro__):
+                if _metaclass_function(obj.value, name) is None:
+                    return None
+                result = obj.call_method(tx, name, [], {})
+                if not result.is_python_constant():
+                    return None
+                answer = result.as_python_constant()
+                return ConstantVariable.create(bool(answer) if name == "__bool__" else answer > 0)
+        return None
+
+    def generic_bool(tx: Any, obj: Any) -> Any:  # bool(Cls)
+        answer = traced_truth(tx, obj)
+        return truth(tx, obj) if answer is None else answer
+
+    def jump(original: Callable[..., Any]) -> Callable[..., Any]:
+        # if Cls: / not Cls: Dynamo asks Python (the class is a constant to it); trace it first
+        def handler(self: Any, inst: Any) -> Any:
+            if self.stack:
+                traced_truth(self, self.stack[-1])
+            return original(self, inst)
+
+        return handler
+
+    # each translator class holds its handlers in a table by opcode, made when it was defined
+    opcodes = [dis.opmap[name] for name in (*_TRUTH_OPCODES, "UNARY_NOT") if name in dis.opmap]
+    translators, todo = [], [InstructionTranslatorBase]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "dispatch_table" in vars(cls):
+            translators.append(cls)
+
+    def handlers(table: list[Any]) -> list[Any]:
+        table = list(table)
+        for op in opcodes:
+            if table[op] is not None:
+                table[op] = jump(table[op])
+        return table
+
+    with (
+        mock.patch.object(UserDefinedClassVariable, "_maybe_get_baseclass_method", looked_up),
+        mock.patch.object(UserDefinedClassVariable, "call_method", call_method),
+        mock.patch.object(UserDefinedClassVariable, "mp_subscript_impl", subscripted),
+        mock.patch.object(symbolic_convert, "generic_bool", generic_bool),
+        mock.patch.object(builtin, "generic_bool", generic_bool),
+        mock.patch.object(object_protocol, "generic_bool", generic_bool),
+        contextlib.ExitStack() as stack,
+    ):
+        for cls in translators:
+            stack.enter_context(mock.patch.object(cls, "dispatch_table", handlers(cls.dispatch_table)))
+        yield
+
+
 def _own_metaclass_call(cls: Any) -> bool:
     """Whether calling ``cls`` runs a ``__call__`` its metaclass defines in Python, outside the
     standard library and torch (whose metaclasses Dynamo models: ``EnumMeta``, ``ABCMeta``)."""
@@ -1409,6 +1538,8 @@ class _Recorded:
     metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: each class called whose metaclass defines its own ``__call__``.
     metaclass_calls: dict[type, None] = field(default_factory=dict)
+    #: (class's source, name) of each special method looked up on a class's metaclass.
+    metaclass_protocols: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: (class's source, name) of each name looked up on an object the function created.
     new_objects: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: the source of each set (or dict) whose iteration order the trace relied on.
@@ -1462,6 +1593,7 @@ class _Recorded:
             _class_methods_recorded(self.class_methods),
             _class_calls_recorded(self.class_calls),
             _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
+            _metaclass_protocols_recorded(self.metaclass_protocols),
             _torch_functions_recorded(self.torch_functions),
         ):
             yield
@@ -1850,6 +1982,8 @@ class _Translator:
             self._each(self._metaclass_read, source, name)
         for cls in recorded.metaclass_calls:
             self._each(self._metaclass_call, cls)
+        for source, name in recorded.metaclass_protocols:
+            self._each(self._metaclass_protocol, source, name)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
         self._traced_code.extend(traced_code)
@@ -2330,6 +2464,19 @@ class _Translator:
             "the call does.\n  make the object at import and read it from a module global, or "
             "create it with a function (a factory) instead of a metaclass"
         )
+
+    def _metaclass_protocol(self, source: Any, name: str) -> None:
+        """The special method ``name`` that the trace looked up on the metaclass of the class at
+        ``source`` (``len(Cls)``: ``type(Cls).__len__``): the metaclass still lacks it, or still
+        gives the very function the trace ran."""
+        path = self.path(source)
+        if path is None:
+            return
+        meta = type(self.value(path))
+        self.builder.add(path.child("type"), Check("defines", [name, defines(meta, name)]))
+        owner = next((k for k in meta.__mro__ if name in vars(k)), None)
+        if owner is not None and owner.__module__ != "builtins":
+            self._on_class(path.child("type"), meta, name)
 
     def _on_class(self, found_cls: ObjPath, cls: type, attr: str) -> None:
         """Check that the class at ``found_cls`` (``cls`` now) still gives ``attr`` as it does."""

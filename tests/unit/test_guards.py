@@ -508,6 +508,22 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Registered, "SCALE", 3.0),
         "guard_pkg.state.Registered.SCALE is now defined by the class or a base",
     ),
+    # a metaclass's special methods: len(Cls), if Cls: (answered through them, unguarded)
+    (
+        "metaclass_protocol",
+        lambda m: setattr(m.Catalog, "__len__", lambda cls: 5),
+        "type(guard_pkg.state.Cataloged).__len__ was replaced",
+    ),
+    (
+        "metaclass_protocol",
+        lambda m: setattr(m.Cataloged, "ENABLED", False),  # read by the metaclass's __bool__
+        "guard_pkg.state.Cataloged.__dict__['ENABLED'] is bool False",
+    ),
+    (
+        "metaclass_protocol",
+        lambda m: setattr(m.BareMeta, "__len__", lambda cls: 0),
+        "type(guard_pkg.state.Unsized).__len__ is now defined by the class or a base",
+    ),
     (
         "python_branch",
         lambda m: setattr(m.ATTENTION, "is_causal", False),

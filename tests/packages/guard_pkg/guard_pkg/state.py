@@ -792,6 +792,32 @@ def metaclass_attribute(x: torch.Tensor) -> torch.Tensor:
     return x * Registered.SCALE
 
 
+# what a metaclass's special methods answer: len(Cls), if Cls: (a __bool__ reading the class)
+class Catalog(type):
+    def __len__(cls) -> int:
+        return 2
+
+    def __bool__(cls) -> bool:
+        return bool(vars(cls).get("ENABLED"))
+
+
+class Cataloged(metaclass=Catalog):
+    ENABLED = True
+
+
+class BareMeta(type):
+    pass
+
+
+class Unsized(metaclass=BareMeta):
+    pass
+
+
+def metaclass_protocol(x: torch.Tensor) -> torch.Tensor:
+    x = x * len(Cataloged)
+    return x + 1 if Cataloged and Unsized else x
+
+
 class Singleton(type):
     instances: typing.ClassVar[dict[type, object]] = {}
 
