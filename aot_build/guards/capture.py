@@ -20,7 +20,9 @@ with a test (tests/unit/test_guards.py):
   Dynamo iterates the new set in their order, guarding only their elements;
 * ``w.requires_grad`` of a weight: answered from the tensor Dynamo wrapped;
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
-  ``NamedTuple``: Dynamo guards the class's identity only;
+  ``NamedTuple``: Dynamo guards the class's identity only; and the functions such a method
+  holds in its closure (a dataclass's ``__init__``, each field's ``default_factory``), code
+  included;
 * a class attribute the class gets from its metaclass: no guard at all;
 * what a class's metaclass answers for it (``len(Cls)``, ``x in Cls``, ``for x in Cls``: its
   ``__len__``, ``__contains__``, ``__iter__``...): Dynamo guards the class only; ``if Cls:`` and
@@ -2364,6 +2366,7 @@ class _Translator:
         value = vars(owner)[attr]
         if isinstance(value, types.FunctionType):  # its defaults, which the trace took as they were
             found = path.child("getattr", attr)
+            self._closure_functions(found, value)
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
                 if defaults is None:
                     continue
@@ -2384,6 +2387,23 @@ class _Translator:
                         continue
                     with contextlib.suppress(CaptureError):
                         self._identity(at, default)
+
+    def _closure_functions(self, path: ObjPath, fn: types.FunctionType) -> None:
+        """The functions ``fn`` (at ``path``, found on the class of an object the function
+        created) holds in its closure, which the trace ran unguarded (the method has no source):
+        a dataclass's ``__init__`` calls each field's ``default_factory`` from there, a decorated
+        method the function it wraps. Each is still that function, with the code traced."""
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if not isinstance(held, types.FunctionType):
+                continue
+            at = path.child("closure").child("index", i).child("getattr", "cell_contents")
+            with contextlib.suppress(CaptureError):  # one no path finds again: left as it was
+                self._identity(at, held)
+                self.builder.add(at.child("code"), Check("id", identity(held.__code__)))
 
     def _class_call(self, source: Any) -> None:
         """The class at ``source``, called by the trace to create an object, still lacks the

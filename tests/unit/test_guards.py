@@ -635,6 +635,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m.Knobs.__init__, "__defaults__", (m.Knobs.__init__.__defaults__[0], 3.0)),
         "guard_pkg.state.Knobs.__init__.__defaults__[1] is float 3.0, compiled for float 2.0",
     ),
+    # the default_factory a dataclass's __init__ calls (held in its closure): its code replaced
+    (
+        "dataclass_factory",
+        lambda m: setattr(m._default_gains, "__code__", (lambda: [5.0]).__code__),
+        "guard_pkg.state.Gains.__init__.__closure__[",
+    ),
     (
         "with_layer_config",
         lambda m: setattr(m, "_EXPORTABLE", True),  # put back to True after the block: + 1.0

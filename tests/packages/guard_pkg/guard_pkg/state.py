@@ -1205,6 +1205,19 @@ def dataclass_default(x: torch.Tensor) -> torch.Tensor:
     return x * Knobs().scale
 
 
+def _default_gains() -> list[float]:
+    return [1.0, 2.0]
+
+
+@dataclasses.dataclass
+class Gains:
+    values: list[float] = dataclasses.field(default_factory=_default_gains)
+
+
+def dataclass_factory(x: torch.Tensor) -> torch.Tensor:
+    return x * sum(Gains().values)
+
+
 # -- a global set and put back within the call (timm's `with set_layer_config(...)`)
 _EXPORTABLE = False
 
