@@ -75,6 +75,9 @@ with a test (tests/unit/test_guards.py):
 * an ``isinstance`` or ``issubclass`` test that the class answers itself (an abstract base
   class's registry, ``Base.register(Impl)`` after import): Dynamo guards the types and the
   class, not the answer; it is asked again on each call;
+* numpy arithmetic (``A * np.float32(10)``, ``np.exp(A)``), which Dynamo traces as torch's:
+  numpy's floating-point error state (``np.seterr``), under which Python raises where torch
+  returns ``inf``, is checked for an entry that runs any;
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
@@ -1508,6 +1511,43 @@ def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterato
         yield
 
 
+@contextlib.contextmanager
+def _numpy_arithmetic_recorded(found: dict[str, None]) -> Iterator[None]:
+    """Dynamo (2.13) traces numpy arithmetic (``A * np.float32(10)``, ``np.exp(A)``, an
+    ndarray's operators) into the graph as torch's, which has no floating-point error state:
+    what Python does when that arithmetic overflows, divides by zero or is invalid depends on
+    numpy's (``np.seterr``), which nothing checked: ``np.seterr(all="raise")`` after import made
+    the function raise where the compiled call returned ``inf``. Record whether the trace put
+    numpy arithmetic into the graph (a numpy function, method or operator), or computed any
+    that hit a floating-point error while tracing, for the translator to check numpy's error
+    state (an entry without numpy arithmetic checks nothing)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:  # no numpy arithmetic without numpy imported
+        yield
+        return
+    from torch._dynamo import utils
+
+    def recorded(cls: type) -> Any:
+        original = vars(cls)["__init__"]
+
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            found["numpy"] = None
+            original(self, *args, **kwargs)
+
+        return mock.patch.object(cls, "__init__", init)
+
+    def called(kind: str, flag: int) -> None:  # arithmetic computed while tracing hit one
+        found["numpy"] = None
+
+    with (
+        recorded(utils.numpy_to_tensor_wrapper),
+        recorded(utils.numpy_method_wrapper),
+        recorded(utils.numpy_operator_wrapper),
+        numpy.errstate(all="call", call=called),
+    ):
+        yield
+
+
 @dataclass
 class _Recorded:
     """What the recorders above saw of the reads Dynamo does not guard (module docstring)."""
@@ -1540,6 +1580,8 @@ class _Recorded:
     metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: each class called whose metaclass defines its own ``__call__``.
     metaclass_calls: dict[type, None] = field(default_factory=dict)
+    #: "numpy" where the trace ran numpy arithmetic (which numpy's error state governs).
+    numpy_arithmetic: dict[str, None] = field(default_factory=dict)
     #: (class's source, name) of each special method looked up on a class's metaclass.
     metaclass_protocols: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: (class's source, name) of each name looked up on an object the function created.
@@ -1576,28 +1618,32 @@ class _Recorded:
 
     @contextlib.contextmanager
     def _recorders(self) -> Iterator[None]:
-        with (
-            _getattr_fallbacks_recorded(self.fallbacks),
-            _state_reads_recorded(self.state_reads),
-            _logger_calls_answered(self.logger_calls),
-            _module_calls_recorded(self.module_classes),
-            _class_tests_recorded(self.class_tests),
-            _builtins_recorded(self.builtins),
-            _class_lookups_recorded(self.class_lookups),
-            _compiling_answered(self.compiled_at, self.compiling_asked),
-            _requires_grad_reads_recorded(self.requires_grad),
-            _set_orders_recorded(),
-            _derived_set_orders_recorded(),
-            _dir_calls_recorded(self.dir_calls),
-            _class_subscripts_recorded(self.class_subscripts),
-            _set_uses_recorded(self.set_members, self.sets_used),
-            _new_objects_recorded(self.new_objects),
-            _class_methods_recorded(self.class_methods),
-            _class_calls_recorded(self.class_calls),
-            _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
-            _metaclass_protocols_recorded(self.metaclass_protocols),
-            _torch_functions_recorded(self.torch_functions),
-        ):
+        # one ExitStack, not one with-statement: Python allows 20 nested blocks in a function
+        with contextlib.ExitStack() as stack:
+            for recorder in (
+                _getattr_fallbacks_recorded(self.fallbacks),
+                _state_reads_recorded(self.state_reads),
+                _logger_calls_answered(self.logger_calls),
+                _module_calls_recorded(self.module_classes),
+                _class_tests_recorded(self.class_tests),
+                _builtins_recorded(self.builtins),
+                _class_lookups_recorded(self.class_lookups),
+                _compiling_answered(self.compiled_at, self.compiling_asked),
+                _requires_grad_reads_recorded(self.requires_grad),
+                _set_orders_recorded(),
+                _derived_set_orders_recorded(),
+                _dir_calls_recorded(self.dir_calls),
+                _class_subscripts_recorded(self.class_subscripts),
+                _set_uses_recorded(self.set_members, self.sets_used),
+                _new_objects_recorded(self.new_objects),
+                _class_methods_recorded(self.class_methods),
+                _class_calls_recorded(self.class_calls),
+                _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
+                _metaclass_protocols_recorded(self.metaclass_protocols),
+                _numpy_arithmetic_recorded(self.numpy_arithmetic),
+                _torch_functions_recorded(self.torch_functions),
+            ):
+                stack.enter_context(recorder)
             yield
 
 
@@ -1986,6 +2032,8 @@ class _Translator:
             self._each(self._metaclass_call, cls)
         for source, name in recorded.metaclass_protocols:
             self._each(self._metaclass_protocol, source, name)
+        if recorded.numpy_arithmetic:
+            self._each(self._numpy_error_state)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
         self._traced_code.extend(traced_code)
@@ -2497,6 +2545,23 @@ class _Translator:
         owner = next((k for k in meta.__mro__ if name in vars(k)), None)
         if owner is not None and owner.__module__ != "builtins":
             self._on_class(path.child("type"), meta, name)
+
+    def _numpy_error_state(self) -> None:
+        """The trace ran numpy arithmetic: numpy's error state (``np.geterr()``) is still what it
+        was, checked on each call (one call of ``np.geterr()``, about a microsecond, for such an
+        entry only). Under another state the arithmetic might raise or warn in Python where the
+        compiled code, torch's arithmetic, cannot."""
+        import numpy
+
+        ident = identity(numpy.geterr)
+        if ident is None or "ref" not in ident:
+            raise CaptureError(
+                f"{self.where}: runs numpy arithmetic, whose floating-point errors numpy's error "
+                "state (np.seterr) turns into exceptions or warnings; aot_build cannot find "
+                "numpy.geterr to check that state on each call.\n  compute the value with torch "
+                "or Python floats, or at import (a module constant)"
+            )
+        self._equals(ObjPath(("ref", ident["ref"])).child("call"), numpy.geterr())
 
     def _on_class(self, found_cls: ObjPath, cls: type, attr: str) -> None:
         """Check that the class at ``found_cls`` (``cls`` now) still gives ``attr`` as it does."""

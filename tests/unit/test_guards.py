@@ -160,6 +160,16 @@ class _Item:
         del self.mapping[self.key]
 
 
+class _NumpyErrors:
+    """``np.seterr(**modes)`` until :meth:`remove`."""
+
+    def __init__(self, **modes: str) -> None:
+        self.old = np.seterr(**modes)
+
+    def remove(self) -> None:
+        np.seterr(**self.old)
+
+
 def _scaled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *a, **k: fn(*a, **k) * 2
 
@@ -250,6 +260,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "numpy_scalar",
         lambda m: setattr(m, "NP_SCALE", np.float32(3.0)),
         "guard_pkg.state.NP_SCALE is float32",
+    ),
+    (
+        "numpy_arithmetic",
+        lambda m: _NumpyErrors(all="raise"),
+        "numpy.geterr() is dict {'divide': 'raise', 'over': 'raise', 'under': 'raise', 'invalid': 'raise'}",
     ),
     ("registry", _setitem(lambda m: m.ACTS, "gelu", torch.relu), "guard_pkg.state.ACTS['gelu'] was replaced"),
     ("mapping_proxy", _setitem(lambda m: m._TABLE, "k", 3.0), "guard_pkg.state.TABLE['k'] is float 3.0"),

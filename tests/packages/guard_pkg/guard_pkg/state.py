@@ -153,6 +153,15 @@ def numpy_scalar(x: torch.Tensor) -> torch.Tensor:
     return x * NP_SCALE
 
 
+# numpy arithmetic, which the compiled code computes as torch's: numpy's error state decides
+# whether the function run as Python raises where it overflows (np.seterr(all="raise"))
+NP_HALF = np.float32(0.5)
+
+
+def numpy_arithmetic(x: torch.Tensor) -> torch.Tensor:
+    return x * float(NP_HALF * np.float32(4.0))
+
+
 def numpy_array(x: torch.Tensor) -> torch.Tensor:
     return x + torch.from_numpy(NP_TABLE)
 
