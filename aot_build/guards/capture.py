@@ -75,6 +75,8 @@ with a test (tests/unit/test_guards.py):
 * an ``isinstance`` or ``issubclass`` test that the class answers itself (an abstract base
   class's registry, ``Base.register(Impl)`` after import): Dynamo guards the types and the
   class, not the answer; it is asked again on each call;
+* an enum's member looked up by value (``Color(1)``): Dynamo calls the class while tracing
+  and guards only the class, not the table of members by value it answers from;
 * numpy arithmetic (``A * np.float32(10)``, ``np.exp(A)``), which Dynamo traces as torch's:
   numpy's floating-point error state (``np.seterr``), under which Python raises where torch
   returns ``inf``, is checked for an entry that runs any;
@@ -1548,6 +1550,40 @@ def _numpy_arithmetic_recorded(found: dict[str, None]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _enum_calls_recorded(found: list[tuple[Any, Any, Any]]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``Color(value)`` for an enum class by calling it while tracing
+    (a constant fold) and guards only the class: the member Python's ``Enum.__new__`` finds in
+    the class's ``_value2member_map_`` was taken as it was, so that table changed after import
+    went unseen. Record each such call (the class's source, the value, the member), for the
+    translator to check that the table still maps the value to that member."""
+    import enum
+
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    original = UserDefinedClassVariable.call_function
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        result = original(self, tx, args, kwargs)
+        cls = self.value
+        if (
+            self.source is not None
+            and isinstance(cls, type)
+            and issubclass(cls, enum.Enum)
+            and len(args) == 1
+            and not kwargs
+            and args[0].is_python_constant()
+            and result.is_python_constant()
+        ):
+            value = args[0].as_python_constant()
+            if type(value) is not cls:  # Color(Color.RED) is that member, read from no table
+                found.append((self.source, value, result.as_python_constant()))
+        return result
+
+    with mock.patch.object(UserDefinedClassVariable, "call_function", call_function):
+        yield
+
+
 @dataclass
 class _Recorded:
     """What the recorders above saw of the reads Dynamo does not guard (module docstring)."""
@@ -1580,6 +1616,8 @@ class _Recorded:
     metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: each class called whose metaclass defines its own ``__call__``.
     metaclass_calls: dict[type, None] = field(default_factory=dict)
+    #: (enum class's source, value, member) of each ``Cls(value)`` the trace answered.
+    enum_calls: list[tuple[Any, Any, Any]] = field(default_factory=list)
     #: "numpy" where the trace ran numpy arithmetic (which numpy's error state governs).
     numpy_arithmetic: dict[str, None] = field(default_factory=dict)
     #: (class's source, name) of each special method looked up on a class's metaclass.
@@ -1641,6 +1679,7 @@ class _Recorded:
                 _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
                 _metaclass_protocols_recorded(self.metaclass_protocols),
                 _numpy_arithmetic_recorded(self.numpy_arithmetic),
+                _enum_calls_recorded(self.enum_calls),
                 _torch_functions_recorded(self.torch_functions),
             ):
                 stack.enter_context(recorder)
@@ -2034,6 +2073,8 @@ class _Translator:
             self._each(self._metaclass_protocol, source, name)
         if recorded.numpy_arithmetic:
             self._each(self._numpy_error_state)
+        for source, value, member in recorded.enum_calls:
+            self._each(self._enum_call, source, value, member)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
         self._traced_code.extend(traced_code)
@@ -2562,6 +2603,33 @@ class _Translator:
                 "or Python floats, or at import (a module constant)"
             )
         self._equals(ObjPath(("ref", ident["ref"])).child("call"), numpy.geterr())
+
+    def _enum_call(self, source: Any, value: Any, member: Any) -> None:
+        """``Cls(value)`` answered ``member`` while tracing, from the enum class's table of
+        members by value: the table (the class's own ``_value2member_map_``) still maps
+        ``value`` to that member. One found otherwise (an unhashable value, ``_missing_``
+        answering without filling the table) is refused."""
+        path = self.path(source)
+        if path is None:
+            return
+        cls = self.value(path)
+        table = vars(cls).get("_value2member_map_")
+        try:
+            found = table.get(value, MISSING) if isinstance(table, dict) else MISSING
+            values.encode(value)
+        except (TypeError, values.Unencodable):
+            found = MISSING
+        if found is not member:
+            raise CaptureError(
+                f"{self.where}: calls {path.label()}({values.describe(value)}), which the enum "
+                "answers other than from its table of members by value (an unhashable value, or "
+                "its _missing_ hook); torch.compile's tracer calls it while building, and what it "
+                "reads is not checked on each call.\n  use the member itself "
+                f"({cls.__qualname__}.NAME), or look it up in a module-level dict"
+            )
+        at = path.child("dict").child("item", "_value2member_map_")
+        self.builder.add(at, Check("type", self._class_ref(dict, at)))
+        self._identity(at.child("item", value), member)
 
     def _on_class(self, found_cls: ObjPath, cls: type, attr: str) -> None:
         """Check that the class at ``found_cls`` (``cls`` now) still gives ``attr`` as it does."""

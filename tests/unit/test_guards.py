@@ -306,6 +306,18 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("partial", lambda m: m.CLAMP.keywords.__setitem__("min", 0.0), "CLAMP.keywords['min'] is float 0.0"),
     ("enum_flag", lambda m: setattr(m, "MODE", m.Mode.EXACT), "guard_pkg.state.MODE is Mode <Mode.EXACT: 2>"),
     (
+        "enum_lookup",
+        lambda m: m.Shade._value2member_map_.__setitem__(1, m.Shade.DARK),
+        "guard_pkg.state.Shade._value2member_map_[1] is Shade <Shade.DARK: 2>, compiled for Shade "
+        "<Shade.LIGHT: 1>",
+    ),
+    (
+        "enum_lookup",
+        lambda m: m.Shade._member_map_.__setitem__("DARK", m.Shade.LIGHT),
+        "guard_pkg.state.Shade._member_map_['DARK'] is Shade <Shade.LIGHT: 1>, compiled for Shade "
+        "<Shade.DARK: 2>",
+    ),
+    (
         "environment",
         lambda m: os.environ.__setitem__("GUARD_PKG_SHIFT", "1"),
         "os.environ._data now contains b'GUARD_PKG_SHIFT'",
@@ -1047,6 +1059,11 @@ REFUSED = [
         "logs_warning",
         "logs through logger 'guard_pkg.state' at level WARNING, which is on",
         "log outside the entry, or at a level that is off while the package is built",
+    ),
+    (
+        "enum_missing",
+        "calls guard_pkg.state.Loose(7), which the enum answers other than from its table",
+        "use the member itself (Loose.NAME)",
     ),
     (
         "skip_set_loop",

@@ -183,6 +183,29 @@ class Mode(enum.Enum):
 MODE = Mode.FAST
 
 
+# an enum's member looked up by value (Shade(1)) or by name (Shade["DARK"]): Python answers from
+# the enum's tables of members (_value2member_map_, _member_map_)
+class Shade(enum.Enum):
+    LIGHT = 1
+    DARK = 2
+
+
+def enum_lookup(x: torch.Tensor) -> torch.Tensor:
+    return x * Shade(1).value + Shade["DARK"].value
+
+
+class Loose(enum.Enum):
+    ONE = 1
+
+    @classmethod
+    def _missing_(cls, value: object) -> "Loose":
+        return cls.ONE
+
+
+def enum_missing(x: torch.Tensor) -> torch.Tensor:
+    return x * Loose(7).value
+
+
 def registry(x: torch.Tensor) -> torch.Tensor:
     return ACTS["gelu"](x)
 
