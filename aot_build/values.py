@@ -144,7 +144,12 @@ def decode(raw: Any) -> Any:
     if "enum" in raw:
         try:
             cls = import_ref(str(raw["enum"]))
-            return cls(decode(raw["value"])) if "value" in raw else cls[str(raw["name"])]
+            if "value" in raw:
+                return cls(decode(raw["value"]))
+            # the member the class holds under that name, not what its _member_map_ (which
+            # cls[name] reads, and a check of that table compares with) holds now
+            held = vars(cls).get(str(raw["name"])) if isinstance(cls, type) else None
+            return held if isinstance(held, cls) else cls[str(raw["name"])]
         except (LookupError, TypeError, ValueError) as exc:
             raise ValueError(f"enum {raw['enum']}.{raw.get('name', raw.get('value'))}: {exc}") from exc
     if "class" in raw:

@@ -19,8 +19,10 @@
  * read that runs a Python __getattribute__ is stamped like a plain one when the tree checks that
  * function by identity (the build's capture adds that check: Dynamo traced it and guards every
  * read it makes), else it is volatile. On the next
- * call, when every stamp still holds and every volatile node re-reads the same object, all
- * checks hold without walking the tree; otherwise the evaluator walks it in full again.
+ * call, when every stamp still holds and every volatile node re-reads the same object (or, for
+ * a call no other node reads from, an object its checks still pass: np.geterr() makes a new
+ * dict each time), all checks hold without walking the tree; otherwise the evaluator walks it
+ * in full again.
  * On CPython 3.13 and later every call walks the tree in full (see HAVE_DICT_TAGS).
  *
  * This file is compiled into each wheel by the build (aot_build/guards/native.py) against
@@ -86,6 +88,7 @@ typedef struct {
 typedef struct {
     Py_ssize_t node;
     int reread;          /* re-read the node from its parent and compare with the recorded object */
+    int fresh;           /* a call's answer no other node reads from: a new equal object passes */
     Py_ssize_t ncheck;   /* checks to re-run on it */
     Check **checks;
 } Volatile;
@@ -792,7 +795,7 @@ static int add_volatile(Evaluator *ev, Py_ssize_t node, int reread) {
         ev->vols = v;
         ev->capvol = cap;
     }
-    ev->vols[ev->nvol++] = (Volatile){node, reread, 0, NULL};
+    ev->vols[ev->nvol++] = (Volatile){node, reread, 0, 0, NULL};
     return 0;
 }
 
@@ -821,22 +824,32 @@ static void record(Evaluator *ev, PyObject **objs, PyObject *self_obj, PyObject 
     ev->self_none = self_obj == Py_None;
     Py_INCREF(weights);
     ev->weights = weights;
+    char *parents = PyMem_Calloc(ev->n ? ev->n : 1, 1); /* whether a node is another's parent */
+    if (parents == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < ev->n; i++) {
+        if (ev->nodes[i].parent >= 0) parents[ev->nodes[i].parent] = 1;
+    }
     for (Py_ssize_t i = 0; i < ev->n; i++) {
         Node *nd = &ev->nodes[i];
         PyObject *parent = nd->parent >= 0 ? objs[nd->parent] : NULL;
         int r = stamp_read(ev, nd, parent, objs[i]);
-        if (r < 0) goto fail;
-        if (r == 0 && add_volatile(ev, i, 1) < 0) goto fail;
+        if (r < 0) goto fail_parents;
+        if (r == 0 && add_volatile(ev, i, 1) < 0) goto fail_parents;
+        if (r == 0 && nd->op == OP_CALL && !parents[i]) ev->vols[ev->nvol - 1].fresh = 1;
         for (Py_ssize_t j = 0; j < nd->ncheck; j++) {
             int s = stamp_check(ev, &nd->checks[j], objs[i]);
-            if (s < 0) goto fail;
-            if (s == 0 && add_volatile_check(ev, i, &nd->checks[j]) < 0) goto fail;
+            if (s < 0) goto fail_parents;
+            if (s == 0 && add_volatile_check(ev, i, &nd->checks[j]) < 0) goto fail_parents;
+            if (nd->checks[j].op == CK_SAME && r == 0) ev->vols[ev->nvol - 1].fresh = 0;
         }
     }
+    PyMem_Free(parents);
     end_recording(ev);
     sort_stamps(ev);
     ev->have_snapshot = 1;
     return;
+fail_parents:
+    PyMem_Free(parents);
 fail:
     end_recording(ev);
     PyErr_Clear();
@@ -896,6 +909,16 @@ static int fast_path_memo(Evaluator *ev, PyObject *self_obj, PyObject *weights, 
                 return 0;
             }
             int same = now == obj || same_method(now, obj);
+            if (!same && v->fresh) {
+                /* a call that answers with a new object each time (np.geterr()'s dict): its
+                   checks, run on the new answer, decide */
+                same = 1;
+                for (Py_ssize_t j = 0; j < nd->ncheck && same; j++) same = run_check(&nd->checks[j], now, ev->objs, weights);
+                if (PyErr_Occurred()) PyErr_Clear();
+                Py_DECREF(now);
+                if (!same) return 0;
+                continue;
+            }
             Py_DECREF(now);
             if (!same) return 0;
         }

@@ -16,10 +16,18 @@ with a test (tests/unit/test_guards.py):
   ``len(vars(obj))``): Dynamo reads it through its side-effect table and guards no key;
 * a set's iteration order (``list(S)``, ``a, b = S``): Dynamo guards the elements only, and a
   set of strings iterates in another order in each process;
+* the iteration order of the sets a set was computed from (``for v in S - T``, ``S | T``):
+  Dynamo iterates the new set in their order, guarding only their elements;
 * ``w.requires_grad`` of a weight: answered from the tensor Dynamo wrapped;
 * what the function finds on the class of an object it creates (``Helper().scale()``), or of a
-  ``NamedTuple``: Dynamo guards the class's identity only;
+  ``NamedTuple``: Dynamo guards the class's identity only; and the functions such a method
+  holds in its closure (a dataclass's ``__init__``, each field's ``default_factory``), code
+  included;
 * a class attribute the class gets from its metaclass: no guard at all;
+* what a class's metaclass answers for it (``len(Cls)``, ``x in Cls``, ``for x in Cls``: its
+  ``__len__``, ``__contains__``, ``__iter__``...): Dynamo guards the class only; ``if Cls:`` and
+  ``Cls[k]`` it answers by calling the metaclass's method while tracing, so they are traced
+  through it instead (what it reads is then guarded);
 * an object created of a class that has no ``__new__`` or ``__init__`` of its own (``A()``):
   Dynamo guards the class's identity only, not that it (and its bases) still lack them;
 * a classmethod looked up on a class (``Ops.scale(x)``, ``type(self).act(x)``): Dynamo binds
@@ -67,6 +75,11 @@ with a test (tests/unit/test_guards.py):
 * an ``isinstance`` or ``issubclass`` test that the class answers itself (an abstract base
   class's registry, ``Base.register(Impl)`` after import): Dynamo guards the types and the
   class, not the answer; it is asked again on each call;
+* an enum's member looked up by value (``Color(1)``): Dynamo calls the class while tracing
+  and guards only the class, not the table of members by value it answers from;
+* numpy arithmetic (``A * np.float32(10)``, ``np.exp(A)``), which Dynamo traces as torch's:
+  numpy's floating-point error state (``np.seterr``), under which Python raises where torch
+  returns ``inf``, is checked for an entry that runs any;
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
@@ -84,6 +97,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dis
 import functools
 import inspect
 import logging
@@ -1089,6 +1103,113 @@ def _set_orders_recorded() -> Iterator[None]:
         yield
 
 
+#: Set methods whose result is a new set computed from the set and the arguments, and those
+#: that change the set by them.
+_SET_ALGEBRA = frozenset({"union", "intersection", "difference", "symmetric_difference", "copy"})
+_SET_UPDATES = frozenset(
+    {"update", "intersection_update", "difference_update", "symmetric_difference_update"}
+)
+#: The operators Dynamo computes a set's ``|``, ``&``, ``-``, ``^`` by (and their in-place forms).
+_SET_OPERATORS = ("nb_or_impl", "nb_and_impl", "nb_subtract_impl", "nb_xor_impl")
+_SET_INPLACE = (
+    "nb_inplace_or_impl",
+    "nb_inplace_and_impl",
+    "nb_inplace_subtract_impl",
+    "nb_inplace_xor_impl",
+)
+
+
+@contextlib.contextmanager
+def _derived_set_orders_recorded() -> Iterator[None]:
+    """Dynamo (2.13) computes a set derived from others (``S - T``, ``S | T``, ``S.union(T)``,
+    ``u = S.copy(); u -= T``) from their elements, in the order it unpacked them, to a new set
+    with no source; iterated (``for v in S - T``), that set runs in the order it has, which
+    follows the order of the sets it was computed from (``S = {9, 1}`` after import, equal to the
+    ``{1, 9}`` traced, iterates the other way), but only their elements were guarded. Remember
+    the sets each derived set was computed from; when it is iterated or unpacked, mark their
+    iteration orders as relied on, as Dynamo does for a set iterated directly."""
+    from torch._dynamo.source import is_constant_source
+    from torch._dynamo.variables.lists import CommonListMethodsVariable
+    from torch._dynamo.variables.sets import FrozensetVariable, SetVariable
+
+    origins: dict[int, tuple[Any, frozenset[Any]]] = {}  # id of a derived set: it, the sources
+
+    def sources(*variables: Any) -> frozenset[Any]:
+        found: set[Any] = set()
+        for var in variables:
+            if not isinstance(var, SetVariable):
+                continue
+            if var.source is None:
+                found |= origins.get(id(var), (None, frozenset()))[1]
+            elif not is_constant_source(var.source):
+                found.add(var.source)
+        return frozenset(found)
+
+    def derive(result: Any, *operands: Any) -> None:
+        if isinstance(result, SetVariable) and result.source is None:
+            found = sources(result, *operands)
+            if found:
+                origins[id(result)] = (result, found)
+
+    def method(original: Callable[..., Any]) -> Callable[..., Any]:
+        def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+            result = original(self, tx, name, args, kwargs)
+            if name in _SET_ALGEBRA:
+                derive(result, self, *args)
+            elif name in _SET_UPDATES:
+                derive(self, *args)
+            return result
+
+        return call_method
+
+    def operator(original: Callable[..., Any]) -> Callable[..., Any]:
+        def binary(self: Any, tx: Any, other: Any, *rest: Any, **kwargs: Any) -> Any:
+            result = original(self, tx, other, *rest, **kwargs)
+            derive(result, self, other)
+            return result
+
+        return binary
+
+    clone = SetVariable.clone
+    iterate = SetVariable.tp_iter_impl
+    unpack = SetVariable.unpack_var_sequence
+
+    def cloned(self: Any, **kwargs: Any) -> Any:
+        result = clone(self, **kwargs)
+        derive(result, self)
+        return result
+
+    def relied_on(self: Any, tx: Any) -> None:
+        if self.source is None and id(self) in origins:
+            tx.output.guard_on_key_order.update(origins[id(self)][1])
+
+    def iterated(self: Any, tx: Any) -> Any:
+        relied_on(self, tx)
+        return iterate(self, tx)
+
+    def unpacked(self: Any, tx: Any) -> Any:
+        relied_on(self, tx)
+        return unpack(self, tx)
+
+    extend = CommonListMethodsVariable.call_method
+
+    def extended(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if name == "extend" and args and isinstance(args[0], SetVariable):  # list(S - T): its items
+            relied_on(args[0], tx)
+        return extend(self, tx, name, args, kwargs)
+
+    with contextlib.ExitStack() as stack:
+        for cls in (SetVariable, FrozensetVariable):
+            stack.enter_context(mock.patch.object(cls, "call_method", method(cls.call_method)))
+        for name in (*_SET_OPERATORS, *_SET_INPLACE):
+            stack.enter_context(mock.patch.object(SetVariable, name, operator(getattr(SetVariable, name))))
+        stack.enter_context(mock.patch.object(SetVariable, "clone", cloned))
+        stack.enter_context(mock.patch.object(SetVariable, "tp_iter_impl", iterated))
+        stack.enter_context(mock.patch.object(SetVariable, "unpack_var_sequence", unpacked))
+        stack.enter_context(mock.patch.object(CommonListMethodsVariable, "call_method", extended))
+        yield
+
+
 @contextlib.contextmanager
 def _set_uses_recorded(members: dict[tuple[Any, type], bool], other: set[Any]) -> Iterator[None]:
     """Dynamo (2.13) answers ``cls in S`` for a set of classes from the elements it realized,
@@ -1310,6 +1431,130 @@ def _metaclass_reads_recorded(found: dict[tuple[Any, str], None], calls: dict[ty
         yield
 
 
+#: The bytecodes that branch on an object's truth (3.11's and 3.12's).
+_TRUTH_OPCODES = (
+    "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_TRUE",
+    "JUMP_IF_FALSE_OR_POP",
+    "JUMP_IF_TRUE_OR_POP",
+    "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_FALSE",
+)
+
+
+def _metaclass_function(cls: type, name: str) -> Any:
+    """The Python function ``cls``'s metaclass (or a base of it) defines as ``name``; None if
+    none defines it, or one defines it otherwise (in C, as ``type`` does)."""
+    meta: type = type(cls)
+    found = next((vars(k)[name] for k in meta.__mro__ if name in vars(k)), None)
+    return found if isinstance(found, types.FunctionType) else None
+
+
+@contextlib.contextmanager
+def _metaclass_protocols_recorded(found: dict[tuple[Any, str], None]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``len(Cls)``, ``x in Cls``, ``for x in Cls`` for a class with a
+    metaclass of its own by tracing the metaclass's special method, guarding the class's
+    identity only: the metaclass's ``__len__`` replaced after import, or one added, went unseen.
+    ``if Cls:`` and ``Cls[k]`` it answers by calling them while tracing (what they read is not
+    guarded either). Record each special method looked up on a class's metaclass (the class's
+    source, the name), for the translator to check that the metaclass still gives (or lacks) the
+    very function; and have ``if Cls:`` and ``Cls[k]`` traced through the metaclass's Python
+    ``__bool__``, ``__len__`` or ``__getitem__``, as Python calls them."""
+    from torch._dynamo import symbolic_convert
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+    from torch._dynamo.variables import builtin, object_protocol
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    lookup = UserDefinedClassVariable._maybe_get_baseclass_method
+    method = UserDefinedClassVariable.call_method
+    subscript = UserDefinedClassVariable.mp_subscript_impl
+    truth = object_protocol.generic_bool
+
+    def record(var: Any, name: str) -> bool:
+        """Whether ``var`` is a class with a metaclass of its own (its use recorded)."""
+        if not isinstance(var, UserDefinedClassVariable) or type(var.value) is type:
+            return False
+        if var.source is not None:
+            found[(var.source, name)] = None
+        return True
+
+    def looked_up(self: Any, name: str) -> Any:  # len(Cls), x in Cls, iter(Cls), -Cls...
+        if name[:2] == name[-2:] == "__":
+            record(self, name)
+        return lookup(self, name)
+
+    def call_method(self: Any, tx: Any, name: str, args: Any, kwargs: Any) -> Any:
+        if name[:2] == name[-2:] == "__":
+            record(self, name)
+        return method(self, tx, name, args, kwargs)
+
+    def subscripted(self: Any, tx: Any, key: Any) -> Any:  # Cls[k]: type(Cls).__getitem__
+        if record(self, "__getitem__") and _metaclass_function(self.value, "__getitem__") is not None:
+            return self.call_method(tx, "__getitem__", [key], {})
+        return subscript(self, tx, key)
+
+    def traced_truth(tx: Any, obj: Any) -> Any:
+        """``bool(Cls)`` traced through the metaclass's Python ``__bool__`` (else ``__len__``), so
+        that what it reads is guarded; None where Python answers otherwise (``type``'s)."""
+        if not (record(obj, "__bool__") and record(obj, "__len__")):
+            return None
+        for name in ("__bool__", "__len__"):
+            if any(name in vars(k) for k in type(obj.value).__mro__):
+                if _metaclass_function(obj.value, name) is None:
+                    return None
+                result = obj.call_method(tx, name, [], {})
+                if not result.is_python_constant():
+                    return None
+                answer = result.as_python_constant()
+                return ConstantVariable.create(bool(answer) if name == "__bool__" else answer > 0)
+        return None
+
+    def generic_bool(tx: Any, obj: Any) -> Any:  # bool(Cls)
+        answer = traced_truth(tx, obj)
+        return truth(tx, obj) if answer is None else answer
+
+    def jump(original: Callable[..., Any]) -> Callable[..., Any]:
+        # if Cls: / not Cls: Dynamo asks Python (the class is a constant to it); trace it first
+        def handler(self: Any, inst: Any) -> Any:
+            if self.stack:
+                traced_truth(self, self.stack[-1])
+            return original(self, inst)
+
+        return handler
+
+    # each translator class holds its handlers in a table by opcode, made when it was defined
+    opcodes = [dis.opmap[name] for name in (*_TRUTH_OPCODES, "UNARY_NOT") if name in dis.opmap]
+    translators, todo = [], [InstructionTranslatorBase]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "dispatch_table" in vars(cls):
+            translators.append(cls)
+
+    def handlers(table: list[Any]) -> list[Any]:
+        table = list(table)
+        for op in opcodes:
+            if table[op] is not None:
+                table[op] = jump(table[op])
+        return table
+
+    with (
+        mock.patch.object(UserDefinedClassVariable, "_maybe_get_baseclass_method", looked_up),
+        mock.patch.object(UserDefinedClassVariable, "call_method", call_method),
+        mock.patch.object(UserDefinedClassVariable, "mp_subscript_impl", subscripted),
+        mock.patch.object(symbolic_convert, "generic_bool", generic_bool),
+        mock.patch.object(builtin, "generic_bool", generic_bool),
+        mock.patch.object(object_protocol, "generic_bool", generic_bool),
+        contextlib.ExitStack() as stack,
+    ):
+        for cls in translators:
+            stack.enter_context(mock.patch.object(cls, "dispatch_table", handlers(cls.dispatch_table)))
+        yield
+
+
 def _own_metaclass_call(cls: Any) -> bool:
     """Whether calling ``cls`` runs a ``__call__`` its metaclass defines in Python, outside the
     standard library and torch (whose metaclasses Dynamo models: ``EnumMeta``, ``ABCMeta``)."""
@@ -1482,6 +1727,77 @@ def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterato
         yield
 
 
+@contextlib.contextmanager
+def _numpy_arithmetic_recorded(found: dict[str, None]) -> Iterator[None]:
+    """Dynamo (2.13) traces numpy arithmetic (``A * np.float32(10)``, ``np.exp(A)``, an
+    ndarray's operators) into the graph as torch's, which has no floating-point error state:
+    what Python does when that arithmetic overflows, divides by zero or is invalid depends on
+    numpy's (``np.seterr``), which nothing checked: ``np.seterr(all="raise")`` after import made
+    the function raise where the compiled call returned ``inf``. Record whether the trace put
+    numpy arithmetic into the graph (a numpy function, method or operator), or computed any
+    that hit a floating-point error while tracing, for the translator to check numpy's error
+    state (an entry without numpy arithmetic checks nothing)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:  # no numpy arithmetic without numpy imported
+        yield
+        return
+    from torch._dynamo import utils
+
+    def recorded(cls: type) -> Any:
+        original = vars(cls)["__init__"]
+
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            found["numpy"] = None
+            original(self, *args, **kwargs)
+
+        return mock.patch.object(cls, "__init__", init)
+
+    def called(kind: str, flag: int) -> None:  # arithmetic computed while tracing hit one
+        found["numpy"] = None
+
+    with (
+        recorded(utils.numpy_to_tensor_wrapper),
+        recorded(utils.numpy_method_wrapper),
+        recorded(utils.numpy_operator_wrapper),
+        numpy.errstate(all="call", call=called),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _enum_calls_recorded(found: list[tuple[Any, Any, Any]]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``Color(value)`` for an enum class by calling it while tracing
+    (a constant fold) and guards only the class: the member Python's ``Enum.__new__`` finds in
+    the class's ``_value2member_map_`` was taken as it was, so that table changed after import
+    went unseen. Record each such call (the class's source, the value, the member), for the
+    translator to check that the table still maps the value to that member."""
+    import enum
+
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    original = UserDefinedClassVariable.call_function
+
+    def call_function(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        result = original(self, tx, args, kwargs)
+        cls = self.value
+        if (
+            self.source is not None
+            and isinstance(cls, type)
+            and issubclass(cls, enum.Enum)
+            and len(args) == 1
+            and not kwargs
+            and args[0].is_python_constant()
+            and result.is_python_constant()
+        ):
+            value = args[0].as_python_constant()
+            if type(value) is not cls:  # Color(Color.RED) is that member, read from no table
+                found.append((self.source, value, result.as_python_constant()))
+        return result
+
+    with mock.patch.object(UserDefinedClassVariable, "call_function", call_function):
+        yield
+
+
 @dataclass
 class _Recorded:
     """What the recorders above saw of the reads Dynamo does not guard (module docstring)."""
@@ -1520,6 +1836,12 @@ class _Recorded:
     metaclass_reads: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: each class called whose metaclass defines its own ``__call__``.
     metaclass_calls: dict[type, None] = field(default_factory=dict)
+    #: (enum class's source, value, member) of each ``Cls(value)`` the trace answered.
+    enum_calls: list[tuple[Any, Any, Any]] = field(default_factory=list)
+    #: "numpy" where the trace ran numpy arithmetic (which numpy's error state governs).
+    numpy_arithmetic: dict[str, None] = field(default_factory=dict)
+    #: (class's source, name) of each special method looked up on a class's metaclass.
+    metaclass_protocols: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: (class's source, name) of each name looked up on an object the function created.
     new_objects: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: the source of each set (or dict) whose iteration order the trace relied on.
@@ -1554,27 +1876,34 @@ class _Recorded:
 
     @contextlib.contextmanager
     def _recorders(self) -> Iterator[None]:
-        with (
-            _getattr_fallbacks_recorded(self.fallbacks),
-            _state_reads_recorded(self.state_reads),
-            _logging_answered(self.logger_calls, self.logger_attributes),
-            _module_calls_recorded(self.module_classes),
-            _class_tests_recorded(self.class_tests),
-            _builtins_recorded(self.builtins),
-            _class_lookups_recorded(self.class_lookups),
-            _compiling_answered(self.compiled_at, self.compiling_asked),
-            _requires_grad_reads_recorded(self.requires_grad),
-            _set_orders_recorded(),
-            _dir_calls_recorded(self.dir_calls),
-            _class_subscripts_recorded(self.class_subscripts),
-            _set_uses_recorded(self.set_members, self.sets_used),
-            _new_objects_recorded(self.new_objects),
-            _class_methods_recorded(self.class_methods),
-            _class_calls_recorded(self.class_calls),
-            _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
-            _torch_functions_recorded(self.torch_functions),
-            _library_calls_answered(self.autocast_dtypes, self.dispatches),  # before Dynamo's handlers
-        ):
+        # one ExitStack, not one with-statement: Python allows 20 nested blocks in a function
+        with contextlib.ExitStack() as stack:
+            for recorder in (
+                _getattr_fallbacks_recorded(self.fallbacks),
+                _state_reads_recorded(self.state_reads),
+                _logging_answered(self.logger_calls, self.logger_attributes),
+                _module_calls_recorded(self.module_classes),
+                _class_tests_recorded(self.class_tests),
+                _builtins_recorded(self.builtins),
+                _class_lookups_recorded(self.class_lookups),
+                _compiling_answered(self.compiled_at, self.compiling_asked),
+                _requires_grad_reads_recorded(self.requires_grad),
+                _set_orders_recorded(),
+                _derived_set_orders_recorded(),
+                _dir_calls_recorded(self.dir_calls),
+                _class_subscripts_recorded(self.class_subscripts),
+                _set_uses_recorded(self.set_members, self.sets_used),
+                _new_objects_recorded(self.new_objects),
+                _class_methods_recorded(self.class_methods),
+                _class_calls_recorded(self.class_calls),
+                _metaclass_reads_recorded(self.metaclass_reads, self.metaclass_calls),
+                _metaclass_protocols_recorded(self.metaclass_protocols),
+                _numpy_arithmetic_recorded(self.numpy_arithmetic),
+                _enum_calls_recorded(self.enum_calls),
+                _torch_functions_recorded(self.torch_functions),
+                _library_calls_answered(self.autocast_dtypes, self.dispatches),  # before Dynamo's handlers
+            ):
+                stack.enter_context(recorder)
             yield
 
 
@@ -1968,6 +2297,12 @@ class _Translator:
             self._each(self._metaclass_read, source, name)
         for cls in recorded.metaclass_calls:
             self._each(self._metaclass_call, cls)
+        for source, name in recorded.metaclass_protocols:
+            self._each(self._metaclass_protocol, source, name)
+        if recorded.numpy_arithmetic:
+            self._each(self._numpy_error_state)
+        for source, value, member in recorded.enum_calls:
+            self._each(self._enum_call, source, value, member)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
         self._traced_code.extend(traced_code)
@@ -2348,6 +2683,7 @@ class _Translator:
         value = vars(owner)[attr]
         if isinstance(value, types.FunctionType):  # its defaults, which the trace took as they were
             found = path.child("getattr", attr)
+            self._closure_functions(found, value)
             for step, defaults in (("defaults", value.__defaults__), ("kwdefaults", value.__kwdefaults__)):
                 if defaults is None:
                     continue
@@ -2368,6 +2704,23 @@ class _Translator:
                         continue
                     with contextlib.suppress(CaptureError):
                         self._identity(at, default)
+
+    def _closure_functions(self, path: ObjPath, fn: types.FunctionType) -> None:
+        """The functions ``fn`` (at ``path``, found on the class of an object the function
+        created) holds in its closure, which the trace ran unguarded (the method has no source):
+        a dataclass's ``__init__`` calls each field's ``default_factory`` from there, a decorated
+        method the function it wraps. Each is still that function, with the code traced."""
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if not isinstance(held, types.FunctionType):
+                continue
+            at = path.child("closure").child("index", i).child("getattr", "cell_contents")
+            with contextlib.suppress(CaptureError):  # one no path finds again: left as it was
+                self._identity(at, held)
+                self.builder.add(at.child("code"), Check("id", identity(held.__code__)))
 
     def _class_call(self, source: Any) -> None:
         """The class at ``source``, called by the trace to create an object, still lacks the
@@ -2448,6 +2801,63 @@ class _Translator:
             "the call does.\n  make the object at import and read it from a module global, or "
             "create it with a function (a factory) instead of a metaclass"
         )
+
+    def _metaclass_protocol(self, source: Any, name: str) -> None:
+        """The special method ``name`` that the trace looked up on the metaclass of the class at
+        ``source`` (``len(Cls)``: ``type(Cls).__len__``): the metaclass still lacks it, or still
+        gives the very function the trace ran."""
+        path = self.path(source)
+        if path is None:
+            return
+        meta = type(self.value(path))
+        self.builder.add(path.child("type"), Check("defines", [name, defines(meta, name)]))
+        owner = next((k for k in meta.__mro__ if name in vars(k)), None)
+        if owner is not None and owner.__module__ != "builtins":
+            self._on_class(path.child("type"), meta, name)
+
+    def _numpy_error_state(self) -> None:
+        """The trace ran numpy arithmetic: numpy's error state (``np.geterr()``) is still what it
+        was, checked on each call (one call of ``np.geterr()``, about a microsecond, for such an
+        entry only). Under another state the arithmetic might raise or warn in Python where the
+        compiled code, torch's arithmetic, cannot."""
+        import numpy
+
+        ident = identity(numpy.geterr)
+        if ident is None or "ref" not in ident:
+            raise CaptureError(
+                f"{self.where}: runs numpy arithmetic, whose floating-point errors numpy's error "
+                "state (np.seterr) turns into exceptions or warnings; aot_build cannot find "
+                "numpy.geterr to check that state on each call.\n  compute the value with torch "
+                "or Python floats, or at import (a module constant)"
+            )
+        self._equals(ObjPath(("ref", ident["ref"])).child("call"), numpy.geterr())
+
+    def _enum_call(self, source: Any, value: Any, member: Any) -> None:
+        """``Cls(value)`` answered ``member`` while tracing, from the enum class's table of
+        members by value: the table (the class's own ``_value2member_map_``) still maps
+        ``value`` to that member. One found otherwise (an unhashable value, ``_missing_``
+        answering without filling the table) is refused."""
+        path = self.path(source)
+        if path is None:
+            return
+        cls = self.value(path)
+        table = vars(cls).get("_value2member_map_")
+        try:
+            found = table.get(value, MISSING) if isinstance(table, dict) else MISSING
+            values.encode(value)
+        except (TypeError, values.Unencodable):
+            found = MISSING
+        if found is not member:
+            raise CaptureError(
+                f"{self.where}: calls {path.label()}({values.describe(value)}), which the enum "
+                "answers other than from its table of members by value (an unhashable value, or "
+                "its _missing_ hook); torch.compile's tracer calls it while building, and what it "
+                "reads is not checked on each call.\n  use the member itself "
+                f"({cls.__qualname__}.NAME), or look it up in a module-level dict"
+            )
+        at = path.child("dict").child("item", "_value2member_map_")
+        self.builder.add(at, Check("type", self._class_ref(dict, at)))
+        self._identity(at.child("item", value), member)
 
     def _on_class(self, found_cls: ObjPath, cls: type, attr: str) -> None:
         """Check that the class at ``found_cls`` (``cls`` now) still gives ``attr`` as it does."""

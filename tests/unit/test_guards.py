@@ -171,6 +171,16 @@ class _Item:
         del self.mapping[self.key]
 
 
+class _NumpyErrors:
+    """``np.seterr(**modes)`` until :meth:`remove`."""
+
+    def __init__(self, **modes: str) -> None:
+        self.old = np.seterr(**modes)
+
+    def remove(self) -> None:
+        np.seterr(**self.old)
+
+
 def _scaled(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda *a, **k: fn(*a, **k) * 2
 
@@ -262,6 +272,11 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: setattr(m, "NP_SCALE", np.float32(3.0)),
         "guard_pkg.state.NP_SCALE is float32",
     ),
+    (
+        "numpy_arithmetic",
+        lambda m: _NumpyErrors(all="raise"),
+        "numpy.geterr() is dict {'divide': 'raise', 'over': 'raise', 'under': 'raise', 'invalid': 'raise'}",
+    ),
     ("registry", _setitem(lambda m: m.ACTS, "gelu", torch.relu), "guard_pkg.state.ACTS['gelu'] was replaced"),
     ("mapping_proxy", _setitem(lambda m: m._TABLE, "k", 3.0), "guard_pkg.state.TABLE['k'] is float 3.0"),
     ("mapping_proxy", _setitem(lambda m: m._TABLE, "j", 3.0), "guard_pkg.state.TABLE has keys ['k', 'j']"),
@@ -301,6 +316,18 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("partial", lambda m: m.CLAMP.keywords.__setitem__("min", 0.0), "CLAMP.keywords['min'] is float 0.0"),
     ("enum_flag", lambda m: setattr(m, "MODE", m.Mode.EXACT), "guard_pkg.state.MODE is Mode <Mode.EXACT: 2>"),
+    (
+        "enum_lookup",
+        lambda m: m.Shade._value2member_map_.__setitem__(1, m.Shade.DARK),
+        "guard_pkg.state.Shade._value2member_map_[1] is Shade <Shade.DARK: 2>, compiled for Shade "
+        "<Shade.LIGHT: 1>",
+    ),
+    (
+        "enum_lookup",
+        lambda m: m.Shade._member_map_.__setitem__("DARK", m.Shade.LIGHT),
+        "guard_pkg.state.Shade._member_map_['DARK'] is Shade <Shade.LIGHT: 1>, compiled for Shade "
+        "<Shade.DARK: 2>",
+    ),
     (
         "environment",
         lambda m: os.environ.__setitem__("GUARD_PKG_SHIFT", "1"),
@@ -466,6 +493,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.MODES iterates as [9, 1], compiled for [1, 9]",
     ),
     ("set_loop", lambda m: setattr(m, "MODES", {9, 1}), "guard_pkg.state.MODES iterates as [9, 1]"),
+    # a set computed from others (S - T) runs in their order: they are checked in order too
+    (
+        "derived_set_loop",
+        lambda m: setattr(m, "ALL_MODES", {9, 1, 3}),
+        "guard_pkg.state.ALL_MODES iterates as [9, 3, 1], compiled for [1, 3, 9]",
+    ),
     (
         "created",
         lambda m: setattr(m.Helper, "scale", lambda self: 5.0),
@@ -542,6 +575,22 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "metaclass_attribute",
         lambda m: setattr(m.Registered, "SCALE", 3.0),
         "guard_pkg.state.Registered.SCALE is now defined by the class or a base",
+    ),
+    # a metaclass's special methods: len(Cls), if Cls: (answered through them, unguarded)
+    (
+        "metaclass_protocol",
+        lambda m: setattr(m.Catalog, "__len__", lambda cls: 5),
+        "type(guard_pkg.state.Cataloged).__len__ was replaced",
+    ),
+    (
+        "metaclass_protocol",
+        lambda m: setattr(m.Cataloged, "ENABLED", False),  # read by the metaclass's __bool__
+        "guard_pkg.state.Cataloged.__dict__['ENABLED'] is bool False",
+    ),
+    (
+        "metaclass_protocol",
+        lambda m: setattr(m.BareMeta, "__len__", lambda cls: 0),
+        "type(guard_pkg.state.Unsized).__len__ is now defined by the class or a base",
     ),
     (
         "python_branch",
@@ -665,6 +714,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "dataclass_default",
         lambda m: setattr(m.Knobs.__init__, "__defaults__", (m.Knobs.__init__.__defaults__[0], 3.0)),
         "guard_pkg.state.Knobs.__init__.__defaults__[1] is float 3.0, compiled for float 2.0",
+    ),
+    # the default_factory a dataclass's __init__ calls (held in its closure): its code replaced
+    (
+        "dataclass_factory",
+        lambda m: setattr(m._default_gains, "__code__", (lambda: [5.0]).__code__),
+        "guard_pkg.state.Gains.__init__.__closure__[",
     ),
     (
         "with_layer_config",
@@ -1099,6 +1154,11 @@ REFUSED = [
         "calls the functools.singledispatch function guard_pkg.state.size_of, whose registry holds "
         "abstract base classes (Sized)",
         "register the concrete classes the function is called with",
+    ),
+    (
+        "enum_missing",
+        "calls guard_pkg.state.Loose(7), which the enum answers other than from its table",
+        "use the member itself (Loose.NAME)",
     ),
     (
         "skip_set_loop",

@@ -154,6 +154,15 @@ def numpy_scalar(x: torch.Tensor) -> torch.Tensor:
     return x * NP_SCALE
 
 
+# numpy arithmetic, which the compiled code computes as torch's: numpy's error state decides
+# whether the function run as Python raises where it overflows (np.seterr(all="raise"))
+NP_HALF = np.float32(0.5)
+
+
+def numpy_arithmetic(x: torch.Tensor) -> torch.Tensor:
+    return x * float(NP_HALF * np.float32(4.0))
+
+
 def numpy_array(x: torch.Tensor) -> torch.Tensor:
     return x + torch.from_numpy(NP_TABLE)
 
@@ -173,6 +182,29 @@ class Mode(enum.Enum):
 
 
 MODE = Mode.FAST
+
+
+# an enum's member looked up by value (Shade(1)) or by name (Shade["DARK"]): Python answers from
+# the enum's tables of members (_value2member_map_, _member_map_)
+class Shade(enum.Enum):
+    LIGHT = 1
+    DARK = 2
+
+
+def enum_lookup(x: torch.Tensor) -> torch.Tensor:
+    return x * Shade(1).value + Shade["DARK"].value
+
+
+class Loose(enum.Enum):
+    ONE = 1
+
+    @classmethod
+    def _missing_(cls, value: object) -> "Loose":
+        return cls.ONE
+
+
+def enum_missing(x: torch.Tensor) -> torch.Tensor:
+    return x * Loose(7).value
 
 
 def registry(x: torch.Tensor) -> torch.Tensor:
@@ -794,6 +826,17 @@ def set_loop(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+# a set computed from others and iterated: it runs in the order of the sets it came from
+ALL_MODES = {1, 9, 3}
+SKIPPED_MODES = {3}
+
+
+def derived_set_loop(x: torch.Tensor) -> torch.Tensor:
+    for mode in ALL_MODES - SKIPPED_MODES:
+        x = x * mode + 1
+    return x
+
+
 # -- objects the function creates: what it finds on their class (a method, __init__ and its
 # defaults, __call__); a NamedTuple's method (no instance dict)
 class Helper:
@@ -837,6 +880,32 @@ class Registered(metaclass=Registry):
 
 def metaclass_attribute(x: torch.Tensor) -> torch.Tensor:
     return x * Registered.SCALE
+
+
+# what a metaclass's special methods answer: len(Cls), if Cls: (a __bool__ reading the class)
+class Catalog(type):
+    def __len__(cls) -> int:
+        return 2
+
+    def __bool__(cls) -> bool:
+        return bool(vars(cls).get("ENABLED"))
+
+
+class Cataloged(metaclass=Catalog):
+    ENABLED = True
+
+
+class BareMeta(type):
+    pass
+
+
+class Unsized(metaclass=BareMeta):
+    pass
+
+
+def metaclass_protocol(x: torch.Tensor) -> torch.Tensor:
+    x = x * len(Cataloged)
+    return x + 1 if Cataloged and Unsized else x
 
 
 class Singleton(type):
@@ -1248,6 +1317,19 @@ class Knobs:
 
 def dataclass_default(x: torch.Tensor) -> torch.Tensor:
     return x * Knobs().scale
+
+
+def _default_gains() -> list[float]:
+    return [1.0, 2.0]
+
+
+@dataclasses.dataclass
+class Gains:
+    values: list[float] = dataclasses.field(default_factory=_default_gains)
+
+
+def dataclass_factory(x: torch.Tensor) -> torch.Tensor:
+    return x * sum(Gains().values)
 
 
 # -- a global set and put back within the call (timm's `with set_layer_config(...)`)
