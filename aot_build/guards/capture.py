@@ -1083,24 +1083,63 @@ def _compiling_answered(
         yield
 
 
+#: Element types whose values in a set sort the same from any iteration order (distinct,
+#: totally ordered): ``sorted(S)`` of such a set does not depend on the order of ``S``.
+_TOTALLY_ORDERED = (str, bytes, int)
+
+
 @contextlib.contextmanager
-def _set_orders_recorded() -> Iterator[None]:
+def _set_orders_recorded(order_free: set[int]) -> Iterator[None]:
     """Dynamo (2.13) guards a set by its elements; a ``for`` loop over it marks its iteration
     order as relied on too (``guard_on_key_order``), but ``list(S)``, ``tuple(S)``, ``a, b = S``
     and ``",".join(S)`` unpack it without: an equal set in another order (refilled, or a set of
-    strings in another process, whose hashes differ) gave another result. Mark them too."""
+    strings in another process, whose hashes differ) gave another result. Mark them too.
+
+    Except where the order cannot matter: ``sorted(S)`` with no ``key=`` of a set of strings,
+    bytes or ints (the fix the build's message for an iterated set of strings gives) orders
+    them the same from any order, and a set of strings iterates in another order in each
+    process. The sets being sorted so are in ``order_free`` (by id) while Dynamo unpacks them
+    (:func:`_derived_set_orders_recorded` leaves the sets a derived one came from unmarked too)."""
     from torch._dynamo.source import is_constant_source
+    from torch._dynamo.variables.builtin import BuiltinVariable
     from torch._dynamo.variables.sets import SetVariable
 
     original = SetVariable.unpack_var_sequence
+    sort = BuiltinVariable.call_sorted
 
     def unpacked(self: Any, tx: Any) -> Any:
-        if self.source is not None and not is_constant_source(self.source):
+        if id(self) not in order_free and self.source is not None and not is_constant_source(self.source):
             tx.output.guard_on_key_order.add(self.source)
         return original(self, tx)
 
-    with mock.patch.object(SetVariable, "unpack_var_sequence", unpacked):
+    def call_sorted(self: Any, tx: Any, obj: Any, **kwargs: Any) -> Any:
+        if "key" in kwargs or not isinstance(obj, SetVariable) or not _sorts_from_any_order(obj):
+            return sort(self, tx, obj, **kwargs)
+        order_free.add(id(obj))
+        try:
+            return sort(self, tx, obj, **kwargs)
+        finally:
+            order_free.discard(id(obj))
+
+    with (
+        mock.patch.object(SetVariable, "unpack_var_sequence", unpacked),
+        mock.patch.object(BuiltinVariable, "call_sorted", call_sorted),
+    ):
         yield
+
+
+def _sorts_from_any_order(var: Any) -> bool:
+    """A set Dynamo holds whose elements are all strings, all bytes, or all ints (bools count
+    as ints): its sorted list is the same whatever order it iterates in."""
+    try:
+        elements = var.as_python_constant()
+    except Exception:  # an element that is no constant: a tensor, an object
+        return False
+    kinds = {
+        str if isinstance(e, str) else bytes if isinstance(e, bytes) else int if isinstance(e, int) else None
+        for e in elements
+    }
+    return len(kinds) <= 1 and None not in kinds
 
 
 #: Set methods whose result is a new set computed from the set and the arguments, and those
@@ -1120,7 +1159,7 @@ _SET_INPLACE = (
 
 
 @contextlib.contextmanager
-def _derived_set_orders_recorded() -> Iterator[None]:
+def _derived_set_orders_recorded(order_free: set[int]) -> Iterator[None]:
     """Dynamo (2.13) computes a set derived from others (``S - T``, ``S | T``, ``S.union(T)``,
     ``u = S.copy(); u -= T``) from their elements, in the order it unpacked them, to a new set
     with no source; iterated (``for v in S - T``), that set runs in the order it has, which
@@ -1180,7 +1219,7 @@ def _derived_set_orders_recorded() -> Iterator[None]:
         return result
 
     def relied_on(self: Any, tx: Any) -> None:
-        if self.source is None and id(self) in origins:
+        if self.source is None and id(self) in origins and id(self) not in order_free:
             tx.output.guard_on_key_order.update(origins[id(self)][1])
 
     def iterated(self: Any, tx: Any) -> Any:
@@ -1876,6 +1915,7 @@ class _Recorded:
 
     @contextlib.contextmanager
     def _recorders(self) -> Iterator[None]:
+        order_free: set[int] = set()  # sets sorted where their order cannot matter, by id
         # one ExitStack, not one with-statement: Python allows 20 nested blocks in a function
         with contextlib.ExitStack() as stack:
             for recorder in (
@@ -1888,8 +1928,8 @@ class _Recorded:
                 _class_lookups_recorded(self.class_lookups),
                 _compiling_answered(self.compiled_at, self.compiling_asked),
                 _requires_grad_reads_recorded(self.requires_grad),
-                _set_orders_recorded(),
-                _derived_set_orders_recorded(),
+                _set_orders_recorded(order_free),
+                _derived_set_orders_recorded(order_free),
                 _dir_calls_recorded(self.dir_calls),
                 _class_subscripts_recorded(self.class_subscripts),
                 _set_uses_recorded(self.set_members, self.sets_used),

@@ -941,6 +941,38 @@ def test_a_set_of_strings_in_another_order_names_the_fix() -> None:
     assert "a set of strings iterates in another order in each process" in explained
 
 
+@pytest.mark.parametrize("fn", ["sorted_modes", "sorted_derived_modes"])
+def test_a_set_sorted_without_a_key_is_not_checked_in_order(
+    pkg: types.ModuleType, evaluator: Any, fn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sorted(S)`` of a set of ints or strings gives the same list from any order (the fix
+    the message above names): an equal set in another order, as a set of strings is in each
+    process, passes; another element fails. Given ``key=``, ties keep the set's order: checked."""
+    f = getattr(pkg, fn)
+    f(X)
+    check = Checker(f, evaluator)
+    assert check() == -1
+    other_order = {9, 1}
+    assert list(other_order) != list(pkg.MODES)  # 9 and 1 share a slot: insertion order decides
+    with monkeypatch.context() as patch:
+        patch.setattr(pkg, "MODES", other_order)
+        patch.setattr(pkg, "ALL_MODES", {9, 3, 1})
+        assert list(pkg.ALL_MODES - pkg.SKIPPED_MODES) == [9, 1]
+        assert check() == -1
+    with monkeypatch.context() as patch:
+        patch.setattr(pkg, "MODES", {1, 7})
+        patch.setattr(pkg, "ALL_MODES", {1, 7, 3})
+        assert check() != -1
+    pkg.sorted_modes_by_key(X)
+    keyed = Checker(pkg.sorted_modes_by_key, evaluator)
+    assert keyed() == -1
+    with monkeypatch.context() as patch:
+        patch.setattr(pkg, "MODES", other_order)
+        code = keyed()
+        assert code != -1
+        assert "guard_pkg.state.MODES iterates as [9, 1]" in keyed.explain(code)
+
+
 def test_a_set_of_classes_is_checked_by_its_members_in_any_order(
     pkg: types.ModuleType, evaluator: Any
 ) -> None:

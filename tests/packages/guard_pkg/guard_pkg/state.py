@@ -837,6 +837,25 @@ def derived_set_loop(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+# sorted() with no key of a set of ints or strings: the same list from any iteration order
+def sorted_modes(x: torch.Tensor) -> torch.Tensor:
+    for mode in sorted(MODES):
+        x = x * mode + 1
+    return x
+
+
+def sorted_derived_modes(x: torch.Tensor) -> torch.Tensor:
+    for mode in sorted(ALL_MODES - SKIPPED_MODES, reverse=True):
+        x = x * mode + 1
+    return x
+
+
+def sorted_modes_by_key(x: torch.Tensor) -> torch.Tensor:
+    for mode in sorted(MODES, key=lambda m: m % 2):  # ties keep the set's order
+        x = x * mode + 1
+    return x
+
+
 # -- objects the function creates: what it finds on their class (a method, __init__ and its
 # defaults, __call__); a NamedTuple's method (no instance dict)
 class Helper:
