@@ -70,7 +70,12 @@ with a test (tests/unit/test_guards.py):
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
-  one with arguments is refused.
+  one with arguments is refused;
+* a ``functools.lru_cache`` (or ``functools.cache``) helper: Dynamo traces the function it wraps
+  (the answer computed afresh, its reads guarded) where Python returns what the cache holds
+  (filled while the state it reads was other, or changed in place): the helper is called again
+  by each check with the arguments traced, its answer compared with the traced one; one whose
+  answer is not a plain value (a tensor) is refused.
 """
 
 from __future__ import annotations
@@ -752,6 +757,56 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         yield
 
 
+@dataclass(frozen=True)
+class _CachedCall:
+    """A call of a ``functools.lru_cache``-wrapped helper that Dynamo traced through (it
+    inlines ``__wrapped__``): the helper's source, its name, the arguments (None where one
+    is not a constant, or keywords were passed) and the traced answer (``_NO_ANSWER`` where it
+    is not a constant)."""
+
+    source: Any
+    name: str
+    args: tuple[Any, ...] | None
+    answer: Any
+
+
+#: The answer of a traced call that is no Python constant (a tensor the graph computes).
+_NO_ANSWER: Any = type("NoAnswer", (), {"__repr__": lambda self: "<computed in the graph>"})()
+
+
+@contextlib.contextmanager
+def _cached_calls_recorded(found: list[_CachedCall]) -> Iterator[None]:
+    """Dynamo (2.13) traces an ``lru_cache`` helper's wrapped function, so the compiled code
+    computes its answer from the state it reads (guarded), where Python returns what the cache
+    holds: an answer cached while that state was other (``K = 2; helper(); K = 3``), or an
+    object changed in place since. Record each such call (torch's own helpers, which Dynamo
+    trusts too, aside), for the translator to check that the helper still answers so."""
+    from torch._dynamo.variables.functions import WrapperUserFunctionVariable
+
+    original = WrapperUserFunctionVariable.call_function
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        result = original(self, tx, args, kwargs)
+        wrapper = self.wrapper_obj
+        target = getattr(wrapper, "__wrapped__", None)
+        module = getattr(target, "__module__", None) or ""
+        if not hasattr(wrapper, "cache_info") or module.partition(".")[0] == "torch":
+            return result
+        constant = not kwargs and all(a.is_python_constant() for a in args)
+        found.append(
+            _CachedCall(
+                self.source,
+                f"{module}.{getattr(target, '__qualname__', '?')}",
+                tuple(a.as_python_constant() for a in args) if constant else None,
+                result.as_python_constant() if result.is_python_constant() else _NO_ANSWER,
+            )
+        )
+        return result
+
+    with mock.patch.object(WrapperUserFunctionVariable, "call_function", recorded):
+        yield
+
+
 #: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
 _LOG_METHODS = {
     "debug": logging.DEBUG,
@@ -1276,6 +1331,8 @@ class _Recorded:
     fallbacks: dict[tuple[Any, str], None] = field(default_factory=dict)
     #: calls into torch answered while tracing.
     state_reads: list[_StateRead] = field(default_factory=list)
+    #: calls of ``lru_cache`` helpers traced through.
+    cached_calls: list[_CachedCall] = field(default_factory=list)
     #: calls of a logger's methods answered (or dropped) while tracing.
     logger_calls: list[_LoggerCall] = field(default_factory=list)
     #: each module class called, with the source of one instance.
@@ -1337,6 +1394,7 @@ class _Recorded:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
+            _cached_calls_recorded(self.cached_calls),
             _logger_calls_answered(self.logger_calls),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
@@ -1742,6 +1800,8 @@ class _Translator:
             self._each(self._metaclass_call, cls)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
+        for cached in recorded.cached_calls:  # last: a change to what it reads is named first
+            self._each(self._cached_call, cached)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -2299,6 +2359,36 @@ class _Translator:
                 )
             path = ObjPath(("ref", ident["ref"]))
         self._equals(path.child("call"), read.value)
+
+    def _cached_call(self, call: _CachedCall) -> None:
+        """An ``lru_cache`` helper traced through (see :func:`_cached_calls_recorded`): check on
+        each call that the helper, called with the arguments traced, answers what the trace
+        computed (a cache hit, once filled: O(1))."""
+        fix = (
+            f"compute it at import into a module global (VALUE = {call.name.rpartition('.')[2]}(...)), "
+            "or call the helper outside the entry and pass the result as an argument"
+        )
+        called = f"{call.name}({', '.join(map(repr, call.args or ()))})"
+        if call.answer is _NO_ANSWER:
+            raise CaptureError(
+                f"{self.where}: calls {called}, a functools.lru_cache helper whose answer is no plain "
+                "value (a tensor, an object): the function run as Python uses the object the cache "
+                "holds (changed in place, or computed while the state it reads was other), the "
+                f"compiled code computes it afresh.\n  {fix}"
+            )
+        path = self.path(call.source) if call.source is not None else None
+        if path is None or call.args is None or not values.is_plain(call.args):
+            raise CaptureError(
+                f"{self.where}: calls {call.name}, a functools.lru_cache helper, "
+                + (
+                    "through no global or attribute aot_build can find again"
+                    if path is None
+                    else "with arguments that are not plain values (or keywords)"
+                )
+                + ": the function run as Python uses the answer its cache holds, which the shim must "
+                f"check on each call.\n  {fix}"
+            )
+        self._equals(path.child("call", call.args), call.answer)
 
     def _logger_call(self, call: _LoggerCall) -> None:
         """A logger's method answered at trace time (see :func:`_logger_calls_answered`): check

@@ -296,6 +296,19 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "os.environ._data now contains b'GUARD_PKG_SHIFT'",
     ),
     ("cached", lambda m: setattr(m, "CACHE_K", 5.0), "guard_pkg.state.CACHE_K is float 5.0"),
+    # the cache filled while the global it reads had another value: Python answers from the cache
+    (
+        "cached",
+        lambda m: (
+            m.cached_helper.cache_clear(),
+            setattr(m, "CACHE_K", 5.0),
+            m.cached_helper(2),
+            setattr(m, "CACHE_K", 4.0),
+        ),
+        "guard_pkg.state.cached_helper(2) is float 10.0, compiled for float 8.0",
+    ),
+    ("cached_list", lambda m: m.cached_scales(2).append(1.0), "guard_pkg.state.cached_scales(2) is list"),
+    ("cached_list", _setitem(lambda m: m.cached_scales(2), 1, 0.5), "state.cached_scales(2) is list"),
     ("lazily_filled", lambda m: m._LAZY.__setitem__(3, 0.0), "guard_pkg.state._LAZY[3] is float 0.0"),
     ("lazily_filled", lambda m: m._LAZY.clear(), "guard_pkg.state._LAZY"),
     (
@@ -975,6 +988,11 @@ def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType
 
 
 REFUSED = [
+    (
+        "cached_tensor",
+        "calls guard_pkg.state.cached_table(4), a functools.lru_cache helper whose answer is no plain value",
+        "compute it at import into a module global (VALUE = cached_table(...)), or call the helper outside",
+    ),
     (
         "singleton",
         "calls Only(), whose metaclass guard_pkg.state.Singleton defines its own __call__",

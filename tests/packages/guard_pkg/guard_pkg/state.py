@@ -213,6 +213,25 @@ def cached(x: torch.Tensor) -> torch.Tensor:
     return x * cached_helper(2)
 
 
+@functools.lru_cache
+def cached_scales(n: int) -> list[float]:  # a mutable answer: the list the cache holds
+    return [CACHE_K] * n
+
+
+def cached_list(x: torch.Tensor) -> torch.Tensor:
+    a, b = cached_scales(2)
+    return x * a + b
+
+
+@functools.cache
+def cached_table(n: int) -> torch.Tensor:
+    return torch.full((n,), CACHE_K)
+
+
+def cached_tensor(x: torch.Tensor) -> torch.Tensor:  # refused: Python uses the tensor cached
+    return x * cached_table(4)
+
+
 def lazily_filled(x: torch.Tensor) -> torch.Tensor:
     return x * lazy(3)
 
