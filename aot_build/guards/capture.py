@@ -75,7 +75,11 @@ with a test (tests/unit/test_guards.py):
   (the answer computed afresh, its reads guarded) where Python returns what the cache holds
   (filled while the state it reads was other, or changed in place): the helper is called again
   by each check with the arguments traced, its answer compared with the traced one; one whose
-  answer is not a plain value (a tensor) is refused.
+  answer is not a plain value (a tensor) is refused;
+* an ``import`` statement the function runs (``from .helpers import K`` in its body): Python
+  imports through ``sys.modules`` on every call, Dynamo reads the module it found once: the
+  ``sys.modules`` entry the statement returns is checked to be that module still (a patching
+  library's ``sys.modules[name] = other``), and a dotted module it imports to be present.
 """
 
 from __future__ import annotations
@@ -807,6 +811,47 @@ def _cached_calls_recorded(found: list[_CachedCall]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _imports_recorded(found: dict[tuple[Any, str | None], None]) -> Iterator[None]:
+    """Dynamo (2.13) runs an ``import`` statement of the traced code once, while tracing, and
+    reads the module it found through an alias (``__import_pkg_dot_helpers``), guarding no
+    ``sys.modules`` entry: Python imports again on every call, through ``sys.modules``. Record
+    the module's source and, for ``import a.b`` (which returns ``a``), the dotted name it loads,
+    for the translator to check those entries."""
+    import dis
+
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    op = dis.opmap["IMPORT_NAME"]
+    classes: list[type] = []
+    todo: list[type] = [InstructionTranslatorBase]
+    while todo:  # each translator class dispatches through its own table, made with the class
+        cls = todo.pop()
+        classes.append(cls)
+        todo.extend(cls.__subclasses__())
+    originals: dict[type, Any] = {
+        c: vars(c)["dispatch_table"][op] for c in classes if "dispatch_table" in vars(c)
+    }
+
+    def recorder(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+        def recorded(self: Any, inst: Any) -> None:
+            fromlist = self.stack[-1].as_python_constant()  # import a.b (none): returns a, loads a.b
+            original(self, inst)
+            source = getattr(self.stack[-1], "source", None) if self.stack else None
+            if source is not None:
+                found[(source, None if fromlist else str(inst.argval))] = None
+
+        return recorded
+
+    for cls, original in originals.items():
+        vars(cls)["dispatch_table"][op] = recorder(original)
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            vars(cls)["dispatch_table"][op] = original
+
+
 #: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
 _LOG_METHODS = {
     "debug": logging.DEBUG,
@@ -1333,6 +1378,8 @@ class _Recorded:
     state_reads: list[_StateRead] = field(default_factory=list)
     #: calls of ``lru_cache`` helpers traced through.
     cached_calls: list[_CachedCall] = field(default_factory=list)
+    #: (module's source, dotted name loaded or None) of each ``import`` statement the trace ran.
+    imports: dict[tuple[Any, str | None], None] = field(default_factory=dict)
     #: calls of a logger's methods answered (or dropped) while tracing.
     logger_calls: list[_LoggerCall] = field(default_factory=list)
     #: each module class called, with the source of one instance.
@@ -1395,6 +1442,7 @@ class _Recorded:
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
             _cached_calls_recorded(self.cached_calls),
+            _imports_recorded(self.imports),
             _logger_calls_answered(self.logger_calls),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
@@ -1800,6 +1848,8 @@ class _Translator:
             self._each(self._metaclass_call, cls)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
+        for source, loaded in recorded.imports:
+            self._each(self._import, source, loaded)
         for cached in recorded.cached_calls:  # last: a change to what it reads is named first
             self._each(self._cached_call, cached)
         self._traced_code.extend(traced_code)
@@ -2389,6 +2439,20 @@ class _Translator:
                 f"check on each call.\n  {fix}"
             )
         self._equals(path.child("call", call.args), call.answer)
+
+    def _import(self, source: Any, name: str | None) -> None:
+        """An ``import`` statement the trace ran (see :func:`_imports_recorded`): the module it
+        returns, ``sys.modules[top]`` (``import a.b``) or ``sys.modules[full]`` (``from a.b
+        import k``), is checked to be the module traced, found by import when the entry is bound;
+        a dotted module ``import a.b`` loads, to be present (deleted, Python imports it again)."""
+        path = self.path(source)
+        if path is None or path.root[0] != "ref" or path.steps or not path.root[1].endswith(":"):
+            return  # not a module alias of Dynamo's (a replayed import): its reads are checked as read
+        returned = path.root[1][:-1]
+        modules = ObjPath(("ref", "sys:")).child("getattr", "modules")
+        self._identity(modules.child("item", returned), self.value(path))
+        if name is not None and name != returned:  # import a.b: returns a, loads a.b
+            self.builder.add(modules, Check("has", values.encode(name)))
 
     def _logger_call(self, call: _LoggerCall) -> None:
         """A logger's method answered at trace time (see :func:`_logger_calls_answered`): check

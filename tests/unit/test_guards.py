@@ -309,6 +309,26 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ),
     ("cached_list", lambda m: m.cached_scales(2).append(1.0), "guard_pkg.state.cached_scales(2) is list"),
     ("cached_list", _setitem(lambda m: m.cached_scales(2), 1, 0.5), "state.cached_scales(2) is list"),
+    # an import statement in the function's body: Python imports through sys.modules on each call
+    (
+        "imports_from",
+        _setitem(lambda m: sys.modules, "guard_pkg.helpers", types.SimpleNamespace(FACTOR=5.0)),
+        "sys.modules['guard_pkg.helpers'] was replaced",
+    ),
+    (
+        "imports_dotted",
+        _setitem(
+            lambda m: sys.modules,
+            "guard_pkg",
+            types.SimpleNamespace(helpers=types.SimpleNamespace(FACTOR=5.0)),
+        ),
+        "sys.modules['guard_pkg'] was replaced",
+    ),
+    (
+        "imports_dotted",
+        lambda m: sys.modules.pop("guard_pkg.helpers"),
+        "sys.modules no longer contains 'guard_pkg.helpers'",
+    ),
     ("lazily_filled", lambda m: m._LAZY.__setitem__(3, 0.0), "guard_pkg.state._LAZY[3] is float 0.0"),
     ("lazily_filled", lambda m: m._LAZY.clear(), "guard_pkg.state._LAZY"),
     (

@@ -232,6 +232,19 @@ def cached_tensor(x: torch.Tensor) -> torch.Tensor:  # refused: Python uses the 
     return x * cached_table(4)
 
 
+# -- modules imported by the function's body (Python imports through sys.modules on each call)
+def imports_from(x: torch.Tensor) -> torch.Tensor:
+    from .helpers import FACTOR
+
+    return x * FACTOR
+
+
+def imports_dotted(x: torch.Tensor) -> torch.Tensor:
+    import guard_pkg.helpers
+
+    return x * guard_pkg.helpers.FACTOR
+
+
 def lazily_filled(x: torch.Tensor) -> torch.Tensor:
     return x * lazy(3)
 
