@@ -2457,8 +2457,8 @@ class _Translator:
     def _logger_call(self, call: _LoggerCall) -> None:
         """A logger's method answered at trace time (see :func:`_logger_calls_answered`): check
         on each call what ``isEnabledFor`` answers from (the logger's ``disabled``, the
-        manager's ``disable``, its effective level, the methods); a logging call at a level
-        that is on is refused."""
+        manager's ``disable``, its effective level, the methods) and, last, its answer for the
+        level (what its ``_cache`` holds); a logging call at a level that is on is refused."""
         logger = call.logger
         level = logging.getLevelName(call.level)
         if call.method not in _LOG_QUERIES and call.enabled:
@@ -2481,6 +2481,10 @@ class _Translator:
         self._equals(path.child("getattr", "manager").child("getattr", "disable"), logger.manager.disable)
         # the first level set up the hierarchy, which a logger made later may join
         self._equals(path.child("getattr", "getEffectiveLevel").child("call"), logger.getEffectiveLevel())
+        if call.method != "getEffectiveLevel":
+            # and the answer itself: isEnabledFor answers from the logger's private ``_cache`` first,
+            # which code may write (``LOG._cache[logging.DEBUG] = True``): a dict read, once cached
+            self._equals(path.child("getattr", "isEnabledFor").child("call", (call.level,)), call.enabled)
 
     def _module_call(self, cls: type, source: Any) -> None:
         """Modules of class ``cls`` are called by the trace: their class still runs the very

@@ -683,6 +683,22 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(logging.Logger, "isEnabledFor", lambda self, level: False),
         "type(guard_pkg.state.LOG).isEnabledFor was replaced",
     ),
+    # isEnabledFor answers from the logger's private cache first (written directly)
+    (
+        "log_branch",
+        lambda m: _Item(m.LOG._cache, logging.DEBUG, True),
+        "guard_pkg.state.LOG.isEnabledFor(10) is bool True, compiled for bool False",
+    ),
+    (
+        "logs_debug",
+        lambda m: _Item(m.LOG._cache, logging.DEBUG, True),
+        "guard_pkg.state.LOG.isEnabledFor(10) is bool True, compiled for bool False",
+    ),
+    (
+        "log_warning_branch",
+        lambda m: _Item(m.LOG._cache, logging.WARNING, False),
+        "guard_pkg.state.LOG.isEnabledFor(30) is bool False, compiled for bool True",
+    ),
     (
         "log_level_branch",
         lambda m: _Patched(m.LOG, "level", logging.INFO),
