@@ -1562,7 +1562,7 @@ class _Subject:
 def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where: str) -> None:
     """Every guard holds on the state the trace saw, as the shim will check it: a guard that
     fails already would make every call run as Python. CaptureError names it."""
-    from .bound import BoundState
+    from .bound import READ_FAILED, BoundState
 
     try:
         state = BoundState(captured.builder.tree(), fn, None)
@@ -1572,6 +1572,17 @@ def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where:
             f"{where}: its guards cannot be checked as the shim would ({type(exc).__name__}: {exc}); "
             "please report this to aot-build"
         ) from exc
+    if code != -1 and code < READ_FAILED:
+        node = state.flat[code][0]
+        kind, key = state.tree.path(node).steps[-1] if state.tree.path(node).steps else ("", None)
+        if kind == "call" and key is not None:  # an lru_cache helper's answer (_cached_call)
+            raise CaptureError(
+                f"{where}: {state.explain(code, self_obj)}: the functools.lru_cache helper answers from "
+                "its cache what it computed while the state it reads was other, and the compiled code "
+                "would compute it afresh, so every call would run as Python.\n  clear its cache "
+                "(cache_clear()) where that state changes, or compute the value at import into a "
+                "module global"
+            )
     if code != -1:
         raise CaptureError(
             f"{where}: a guard fails on the very state the trace read ({state.explain(code, self_obj)}), "

@@ -1025,6 +1025,11 @@ def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType
 
 REFUSED = [
     (
+        "cached_stale",
+        "guard_pkg.state.stale_helper() is float 2.0, compiled for float 3.0: the functools.lru_cache helper",
+        "clear its cache (cache_clear()) where that state changes",
+    ),
+    (
         "cached_tensor",
         "calls guard_pkg.state.cached_table(4), a functools.lru_cache helper whose answer is no plain value",
         "compute it at import into a module global (VALUE = cached_table(...)), or call the helper outside",

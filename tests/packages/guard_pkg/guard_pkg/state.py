@@ -232,6 +232,22 @@ def cached_tensor(x: torch.Tensor) -> torch.Tensor:  # refused: Python uses the 
     return x * cached_table(4)
 
 
+STALE = {"k": 2.0}
+
+
+@functools.lru_cache
+def stale_helper() -> float:
+    return STALE["k"]
+
+
+stale_helper()  # filled at import, then the state it reads changes: Python answers 2.0
+STALE["k"] = 3.0
+
+
+def cached_stale(x: torch.Tensor) -> torch.Tensor:  # refused: its every call would run as Python
+    return x * stale_helper()
+
+
 # -- modules imported by the function's body (Python imports through sys.modules on each call)
 def imports_from(x: torch.Tensor) -> torch.Tensor:
     from .helpers import FACTOR
