@@ -785,6 +785,7 @@ def _cached_calls_recorded(found: list[_CachedCall]) -> Iterator[None]:
     holds: an answer cached while that state was other (``K = 2; helper(); K = 3``), or an
     object changed in place since. Record each such call (torch's own helpers, which Dynamo
     trusts too, aside), for the translator to check that the helper still answers so."""
+    from torch._dynamo.variables import functions
     from torch._dynamo.variables.functions import WrapperUserFunctionVariable
 
     original = WrapperUserFunctionVariable.call_function
@@ -807,7 +808,14 @@ def _cached_calls_recorded(found: list[_CachedCall]) -> Iterator[None]:
         )
         return result
 
-    with mock.patch.object(WrapperUserFunctionVariable, "call_function", recorded):
+    with (
+        mock.patch.object(WrapperUserFunctionVariable, "call_function", recorded),
+        # its warning that the cache is ignored ("silent incorrectness is a potential risk"): the
+        # translator checks the answer, or refuses the helper, instead
+        mock.patch.object(
+            functions, "is_lru_cache_wrapper_trace_without_warning_allowed", lambda value: True
+        ),
+    ):
         yield
 
 
