@@ -245,8 +245,13 @@ static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *
         return PyObject_GetAttr(parent, str_defaults);
     case OP_KWDEFAULTS:
         return PyObject_GetAttr(parent, str_kwdefaults);
-    case OP_CALL:
-        return PyObject_CallNoArgs(parent);
+    case OP_CALL: /* obj(), or obj(*key): an lru_cache helper's answer for the args traced */
+        if (nd->key == Py_None) return PyObject_CallNoArgs(parent);
+        if (!PyTuple_CheckExact(nd->key)) {
+            PyErr_SetString(PyExc_TypeError, "call arguments must be a tuple");
+            return NULL;
+        }
+        return PyObject_Call(parent, nd->key, NULL);
     }
     PyErr_SetString(PyExc_SystemError, "bad node opcode");
     return NULL;
@@ -1466,7 +1471,7 @@ static PyObject *module_bind(PyObject *unused, PyObject *const *args, Py_ssize_t
                     goto node_failed;
                 }
                 bkey = Py_NewRef(key);
-            } else if (sop == OP_ITEM || sop == OP_INDEX) {
+            } else if (sop == OP_ITEM || sop == OP_INDEX || sop == OP_CALL) {
                 bkey = plain_json(key) ? Py_NewRef(key) : PyObject_Vectorcall(b_value, &key, 1, NULL);
                 if (bkey == NULL) goto node_failed;
             } else if (sop == OP_KEY) {

@@ -386,7 +386,7 @@ def _read(op: int, key: Any, parent: Any) -> Any:
     if op == 15:
         return type(parent)
     if op == 21:
-        return parent()
+        return parent() if key is None else parent(*key)
     return getattr(parent, _DUNDER[op])
 
 

@@ -84,7 +84,16 @@ with a test (tests/unit/test_guards.py):
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
   one with arguments is refused (but ``torch.get_autocast_dtype(device)``, checked through
-  :mod:`.torch_state`).
+  :mod:`.torch_state`);
+* a ``functools.lru_cache`` (or ``functools.cache``) helper: Dynamo traces the function it wraps
+  (the answer computed afresh, its reads guarded) where Python returns what the cache holds
+  (filled while the state it reads was other, or changed in place): the helper is called again
+  by each check with the arguments traced, its answer compared with the traced one; one whose
+  answer is not a plain value (a tensor) is refused;
+* an ``import`` statement the function runs (``from .helpers import K`` in its body): Python
+  imports through ``sys.modules`` on every call, Dynamo reads the module it found once: the
+  ``sys.modules`` entry the statement returns is checked to be that module still (a patching
+  library's ``sys.modules[name] = other``), and a dotted module it imports to be present.
 
 Where Dynamo stops at ordinary library code, a recorder answers in its place and the
 translator checks what the answer came from: a logging call at a level that is off (a logger's
@@ -904,6 +913,105 @@ def _library_calls_answered(
         _single_dispatches_answered(dispatches),
     ):
         yield
+
+
+@dataclass(frozen=True)
+class _CachedCall:
+    """A call of a ``functools.lru_cache``-wrapped helper that Dynamo traced through (it
+    inlines ``__wrapped__``): the helper's source, its name, the arguments (None where one
+    is not a constant, or keywords were passed) and the traced answer (``_NO_ANSWER`` where it
+    is not a constant)."""
+
+    source: Any
+    name: str
+    args: tuple[Any, ...] | None
+    answer: Any
+
+
+#: The answer of a traced call that is no Python constant (a tensor the graph computes).
+_NO_ANSWER: Any = type("NoAnswer", (), {"__repr__": lambda self: "<computed in the graph>"})()
+
+
+@contextlib.contextmanager
+def _cached_calls_recorded(found: list[_CachedCall]) -> Iterator[None]:
+    """Dynamo (2.13) traces an ``lru_cache`` helper's wrapped function, so the compiled code
+    computes its answer from the state it reads (guarded), where Python returns what the cache
+    holds: an answer cached while that state was other (``K = 2; helper(); K = 3``), or an
+    object changed in place since. Record each such call (torch's own helpers, which Dynamo
+    trusts too, aside), for the translator to check that the helper still answers so."""
+    from torch._dynamo.variables import functions
+    from torch._dynamo.variables.functions import WrapperUserFunctionVariable
+
+    original = WrapperUserFunctionVariable.call_function
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        result = original(self, tx, args, kwargs)
+        wrapper = self.wrapper_obj
+        target = getattr(wrapper, "__wrapped__", None)
+        module = getattr(target, "__module__", None) or ""
+        if not hasattr(wrapper, "cache_info") or module.partition(".")[0] == "torch":
+            return result
+        constant = not kwargs and all(a.is_python_constant() for a in args)
+        found.append(
+            _CachedCall(
+                self.source,
+                f"{module}.{getattr(target, '__qualname__', '?')}",
+                tuple(a.as_python_constant() for a in args) if constant else None,
+                result.as_python_constant() if result.is_python_constant() else _NO_ANSWER,
+            )
+        )
+        return result
+
+    with (
+        mock.patch.object(WrapperUserFunctionVariable, "call_function", recorded),
+        # its warning that the cache is ignored ("silent incorrectness is a potential risk"): the
+        # translator checks the answer, or refuses the helper, instead
+        mock.patch.object(
+            functions, "is_lru_cache_wrapper_trace_without_warning_allowed", lambda value: True
+        ),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _imports_recorded(found: dict[tuple[Any, str | None], None]) -> Iterator[None]:
+    """Dynamo (2.13) runs an ``import`` statement of the traced code once, while tracing, and
+    reads the module it found through an alias (``__import_pkg_dot_helpers``), guarding no
+    ``sys.modules`` entry: Python imports again on every call, through ``sys.modules``. Record
+    the module's source and, for ``import a.b`` (which returns ``a``), the dotted name it loads,
+    for the translator to check those entries."""
+    import dis
+
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    op = dis.opmap["IMPORT_NAME"]
+    classes: list[type] = []
+    todo: list[type] = [InstructionTranslatorBase]
+    while todo:  # each translator class dispatches through its own table, made with the class
+        cls = todo.pop()
+        classes.append(cls)
+        todo.extend(cls.__subclasses__())
+    originals: dict[type, Any] = {
+        c: vars(c)["dispatch_table"][op] for c in classes if "dispatch_table" in vars(c)
+    }
+
+    def recorder(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+        def recorded(self: Any, inst: Any) -> None:
+            fromlist = self.stack[-1].as_python_constant()  # import a.b (none): returns a, loads a.b
+            original(self, inst)
+            source = getattr(self.stack[-1], "source", None) if self.stack else None
+            if source is not None:
+                found[(source, None if fromlist else str(inst.argval))] = None
+
+        return recorded
+
+    for cls, original in originals.items():
+        vars(cls)["dispatch_table"][op] = recorder(original)
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            vars(cls)["dispatch_table"][op] = original
 
 
 #: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
@@ -1849,6 +1957,10 @@ class _Recorded:
     dispatches: list[_Dispatch] = field(default_factory=list)
     #: torch's autocast dtype for each device the trace asked it of (``torch.get_autocast_dtype``).
     autocast_dtypes: dict[str, torch.dtype] = field(default_factory=dict)
+    #: calls of ``lru_cache`` helpers traced through.
+    cached_calls: list[_CachedCall] = field(default_factory=list)
+    #: (module's source, dotted name loaded or None) of each ``import`` statement the trace ran.
+    imports: dict[tuple[Any, str | None], None] = field(default_factory=dict)
     #: calls of a logger's methods answered (or dropped) while tracing.
     logger_calls: list[_LoggerCall] = field(default_factory=list)
     #: (logger's source, name) of each of a logger's own attributes read (``LOG.level``): its value.
@@ -1921,6 +2033,8 @@ class _Recorded:
             for recorder in (
                 _getattr_fallbacks_recorded(self.fallbacks),
                 _state_reads_recorded(self.state_reads),
+                _cached_calls_recorded(self.cached_calls),
+                _imports_recorded(self.imports),
                 _logging_answered(self.logger_calls, self.logger_attributes),
                 _module_calls_recorded(self.module_classes),
                 _class_tests_recorded(self.class_tests),
@@ -2046,7 +2160,7 @@ class _Subject:
 def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where: str) -> None:
     """Every guard holds on the state the trace saw, as the shim will check it: a guard that
     fails already would make every call run as Python. CaptureError names it."""
-    from .bound import BoundState
+    from .bound import READ_FAILED, BoundState
 
     try:
         state = BoundState(captured.builder.tree(), fn, None)
@@ -2056,6 +2170,17 @@ def _holds_now(captured: Captured, fn: Callable[..., Any], self_obj: Any, where:
             f"{where}: its guards cannot be checked as the shim would ({type(exc).__name__}: {exc}); "
             "please report this to aot-build"
         ) from exc
+    if code != -1 and code < READ_FAILED:
+        node = state.flat[code][0]
+        kind, key = state.tree.path(node).steps[-1] if state.tree.path(node).steps else ("", None)
+        if kind == "call" and key is not None:  # an lru_cache helper's answer (_cached_call)
+            raise CaptureError(
+                f"{where}: {state.explain(code, self_obj)}: the functools.lru_cache helper answers from "
+                "its cache what it computed while the state it reads was other, and the compiled code "
+                "would compute it afresh, so every call would run as Python.\n  clear its cache "
+                "(cache_clear()) where that state changes, or compute the value at import into a "
+                "module global"
+            )
     if code != -1:
         raise CaptureError(
             f"{where}: a guard fails on the very state the trace read ({state.explain(code, self_obj)}), "
@@ -2345,6 +2470,10 @@ class _Translator:
             self._each(self._enum_call, source, value, member)
         for fn in recorded.torch_functions:
             self._each(self._torch_function, fn, 2)
+        for source, loaded in recorded.imports:
+            self._each(self._import, source, loaded)
+        for cached in recorded.cached_calls:  # last: a change to what it reads is named first
+            self._each(self._cached_call, cached)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -2978,11 +3107,55 @@ class _Translator:
             path = ObjPath(("ref", ident["ref"]))
         self._equals(path.child("call"), read.value)
 
+    def _cached_call(self, call: _CachedCall) -> None:
+        """An ``lru_cache`` helper traced through (see :func:`_cached_calls_recorded`): check on
+        each call that the helper, called with the arguments traced, answers what the trace
+        computed (a cache hit, once filled: O(1))."""
+        fix = (
+            f"compute it at import into a module global (VALUE = {call.name.rpartition('.')[2]}(...)), "
+            "or call the helper outside the entry and pass the result as an argument"
+        )
+        called = f"{call.name}({', '.join(map(repr, call.args or ()))})"
+        if call.answer is _NO_ANSWER:
+            raise CaptureError(
+                f"{self.where}: calls {called}, a functools.lru_cache helper whose answer is no plain "
+                "value (a tensor, an object): the function run as Python uses the object the cache "
+                "holds (changed in place, or computed while the state it reads was other), the "
+                f"compiled code computes it afresh.\n  {fix}"
+            )
+        path = self.path(call.source) if call.source is not None else None
+        if path is None or call.args is None or not values.is_plain(call.args):
+            raise CaptureError(
+                f"{self.where}: calls {call.name}, a functools.lru_cache helper, "
+                + (
+                    "through no global or attribute aot_build can find again"
+                    if path is None
+                    else "with arguments that are not plain values (or keywords)"
+                )
+                + ": the function run as Python uses the answer its cache holds, which the shim must "
+                f"check on each call.\n  {fix}"
+            )
+        self._equals(path.child("call", call.args), call.answer)
+
+    def _import(self, source: Any, name: str | None) -> None:
+        """An ``import`` statement the trace ran (see :func:`_imports_recorded`): the module it
+        returns, ``sys.modules[top]`` (``import a.b``) or ``sys.modules[full]`` (``from a.b
+        import k``), is checked to be the module traced, found by import when the entry is bound;
+        a dotted module ``import a.b`` loads, to be present (deleted, Python imports it again)."""
+        path = self.path(source)
+        if path is None or path.root[0] != "ref" or path.steps or not path.root[1].endswith(":"):
+            return  # not a module alias of Dynamo's (a replayed import): its reads are checked as read
+        returned = path.root[1][:-1]
+        modules = ObjPath(("ref", "sys:")).child("getattr", "modules")
+        self._identity(modules.child("item", returned), self.value(path))
+        if name is not None and name != returned:  # import a.b: returns a, loads a.b
+            self.builder.add(modules, Check("has", values.encode(name)))
+
     def _logger_call(self, call: _LoggerCall) -> None:
         """A logger's method answered at trace time (see :func:`_logger_calls_answered`): check
         on each call what ``isEnabledFor`` answers from (the logger's ``disabled``, the
-        manager's ``disable``, its effective level, the methods); a logging call at a level
-        that is on is refused."""
+        manager's ``disable``, its effective level, the methods) and, last, its answer for the
+        level (what its ``_cache`` holds); a logging call at a level that is on is refused."""
         logger = call.logger
         level = logging.getLevelName(call.level)
         if call.method not in _LOG_QUERIES and call.enabled:
@@ -2999,7 +3172,7 @@ class _Translator:
                 "no global or attribute aot_build can find again to check the answer on each "
                 "call.\n  hold the logger in a module global (logging.getLogger(__name__))"
             )
-        self._logger_state(path, logger, call.method)
+        self._logger_state(path, call)
 
     def _single_dispatch(self, dispatch: _Dispatch) -> None:
         """A ``functools.singledispatch`` function's call answered while tracing (see
@@ -3059,15 +3232,21 @@ class _Translator:
             )
         self._equals(path.child("getattr", name), value)
 
-    def _logger_state(self, path: ObjPath, logger: logging.Logger, method: str) -> None:
-        """What the logger at ``path`` answers whether a level is on from: its ``disabled``,
-        the manager's ``disable``, its effective level, and the methods."""
-        for name in ("isEnabledFor", method, "getEffectiveLevel"):  # each checked once
+    def _logger_state(self, path: ObjPath, call: _LoggerCall) -> None:
+        """What the logger at ``path`` answers whether ``call``'s level is on from: its
+        ``disabled``, the manager's ``disable``, its effective level, the methods, and, last,
+        its answer for the level (what its ``_cache`` holds)."""
+        logger = call.logger
+        for name in ("isEnabledFor", call.method, "getEffectiveLevel"):  # each checked once
             self._class_attribute(path, name)
         self._equals(path.child("getattr", "disabled"), logger.disabled)
         self._equals(path.child("getattr", "manager").child("getattr", "disable"), logger.manager.disable)
         # the first level set up the hierarchy, which a logger made later may join
         self._equals(path.child("getattr", "getEffectiveLevel").child("call"), logger.getEffectiveLevel())
+        if call.method != "getEffectiveLevel":
+            # and the answer itself: isEnabledFor answers from the logger's private ``_cache`` first,
+            # which code may write (``LOG._cache[logging.DEBUG] = True``): a dict read, once cached
+            self._equals(path.child("getattr", "isEnabledFor").child("call", (call.level,)), call.enabled)
 
     def _root_logger_call(self, call: _LoggerCall) -> None:
         """``logging.debug(...)`` compiled out (see :func:`_root_logger_calls_answered`): the
@@ -3097,7 +3276,7 @@ class _Translator:
         self._identity(function, getattr(logging, call.method))
         root = ObjPath(("global", "logging", "root"))
         self.builder.add(root.child("getattr", "handlers").child("index", 0), Check("notnone"))
-        self._logger_state(root, call.logger, call.method)
+        self._logger_state(root, call)
 
     def _module_call(self, cls: type, source: Any) -> None:
         """Modules of class ``cls`` are called by the trace: their class still runs the very

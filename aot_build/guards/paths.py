@@ -42,11 +42,11 @@ STEPS = {
     "code": "``obj.__code__``",
     "defaults": "``obj.__defaults__``",
     "kwdefaults": "``obj.__kwdefaults__``",
-    "call": "``obj()``: the target of a weak reference",
+    "call": "``obj()``: a weak reference's target; ``obj(*key)`` for a tuple ``key`` (a cached answer)",
 }
 
 #: Steps whose key is a Python value (stored encoded by :mod:`aot_build.values`).
-VALUE_KEYS = frozenset({"item", "index"})
+VALUE_KEYS = frozenset({"item", "index", "call"})
 #: Steps whose key is an attribute name.
 NAME_KEYS = frozenset({"getattr"})
 #: Steps whose key is a position.
@@ -129,7 +129,7 @@ class ObjPath(TupleRecord):
             elif step == "type":
                 text = f"type({text})"
             elif step == "call":
-                text += "()"
+                text += "()" if key is None else f"({', '.join(map(repr, key))})"
             else:
                 text += {
                     "dict": ".__dict__",
@@ -254,7 +254,7 @@ def step(obj: Any, kind: str, key: Any) -> Any:
         if kind == "type":
             return type(obj)
         if kind == "call":
-            return obj()
+            return obj() if key is None else obj(*key)
         attr = {
             "mro": "__mro__",
             "closure": "__closure__",

@@ -334,6 +334,39 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "os.environ._data now contains b'GUARD_PKG_SHIFT'",
     ),
     ("cached", lambda m: setattr(m, "CACHE_K", 5.0), "guard_pkg.state.CACHE_K is float 5.0"),
+    # the cache filled while the global it reads had another value: Python answers from the cache
+    (
+        "cached",
+        lambda m: (
+            m.cached_helper.cache_clear(),
+            setattr(m, "CACHE_K", 5.0),
+            m.cached_helper(2),
+            setattr(m, "CACHE_K", 4.0),
+        ),
+        "guard_pkg.state.cached_helper(2) is float 10.0, compiled for float 8.0",
+    ),
+    ("cached_list", lambda m: m.cached_scales(2).append(1.0), "guard_pkg.state.cached_scales(2) is list"),
+    ("cached_list", _setitem(lambda m: m.cached_scales(2), 1, 0.5), "state.cached_scales(2) is list"),
+    # an import statement in the function's body: Python imports through sys.modules on each call
+    (
+        "imports_from",
+        _setitem(lambda m: sys.modules, "guard_pkg.helpers", types.SimpleNamespace(FACTOR=5.0)),
+        "sys.modules['guard_pkg.helpers'] was replaced",
+    ),
+    (
+        "imports_dotted",
+        _setitem(
+            lambda m: sys.modules,
+            "guard_pkg",
+            types.SimpleNamespace(helpers=types.SimpleNamespace(FACTOR=5.0)),
+        ),
+        "sys.modules['guard_pkg'] was replaced",
+    ),
+    (
+        "imports_dotted",
+        lambda m: sys.modules.pop("guard_pkg.helpers"),
+        "sys.modules no longer contains 'guard_pkg.helpers'",
+    ),
     ("lazily_filled", lambda m: m._LAZY.__setitem__(3, 0.0), "guard_pkg.state._LAZY[3] is float 0.0"),
     ("lazily_filled", lambda m: m._LAZY.clear(), "guard_pkg.state._LAZY"),
     (
@@ -758,6 +791,22 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         lambda m: _Patched(logging.Logger, "isEnabledFor", lambda self, level: False),
         "type(guard_pkg.state.LOG).isEnabledFor was replaced",
     ),
+    # isEnabledFor answers from the logger's private cache first (written directly)
+    (
+        "log_branch",
+        lambda m: _Item(m.LOG._cache, logging.DEBUG, True),
+        "guard_pkg.state.LOG.isEnabledFor(10) is bool True, compiled for bool False",
+    ),
+    (
+        "logs_debug",
+        lambda m: _Item(m.LOG._cache, logging.DEBUG, True),
+        "guard_pkg.state.LOG.isEnabledFor(10) is bool True, compiled for bool False",
+    ),
+    (
+        "log_warning_branch",
+        lambda m: _Item(m.LOG._cache, logging.WARNING, False),
+        "guard_pkg.state.LOG.isEnabledFor(30) is bool False, compiled for bool True",
+    ),
     (
         "log_level_branch",
         lambda m: _Patched(m.LOG, "level", logging.INFO),
@@ -1146,6 +1195,16 @@ def test_weights_gathered_by_node_are_those_at_their_paths(pkg: types.ModuleType
 
 
 REFUSED = [
+    (
+        "cached_stale",
+        "guard_pkg.state.stale_helper() is float 2.0, compiled for float 3.0: the functools.lru_cache helper",
+        "clear its cache (cache_clear()) where that state changes",
+    ),
+    (
+        "cached_tensor",
+        "calls guard_pkg.state.cached_table(4), a functools.lru_cache helper whose answer is no plain value",
+        "compute it at import into a module global (VALUE = cached_table(...)), or call the helper outside",
+    ),
     (
         "singleton",
         "calls Only(), whose metaclass guard_pkg.state.Singleton defines its own __call__",

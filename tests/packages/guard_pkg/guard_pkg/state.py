@@ -290,6 +290,54 @@ def cached(x: torch.Tensor) -> torch.Tensor:
     return x * cached_helper(2)
 
 
+@functools.lru_cache
+def cached_scales(n: int) -> list[float]:  # a mutable answer: the list the cache holds
+    return [CACHE_K] * n
+
+
+def cached_list(x: torch.Tensor) -> torch.Tensor:
+    a, b = cached_scales(2)
+    return x * a + b
+
+
+@functools.cache
+def cached_table(n: int) -> torch.Tensor:
+    return torch.full((n,), CACHE_K)
+
+
+def cached_tensor(x: torch.Tensor) -> torch.Tensor:  # refused: Python uses the tensor cached
+    return x * cached_table(4)
+
+
+STALE = {"k": 2.0}
+
+
+@functools.lru_cache
+def stale_helper() -> float:
+    return STALE["k"]
+
+
+stale_helper()  # filled at import, then the state it reads changes: Python answers 2.0
+STALE["k"] = 3.0
+
+
+def cached_stale(x: torch.Tensor) -> torch.Tensor:  # refused: its every call would run as Python
+    return x * stale_helper()
+
+
+# -- modules imported by the function's body (Python imports through sys.modules on each call)
+def imports_from(x: torch.Tensor) -> torch.Tensor:
+    from .helpers import FACTOR
+
+    return x * FACTOR
+
+
+def imports_dotted(x: torch.Tensor) -> torch.Tensor:
+    import guard_pkg.helpers
+
+    return x * guard_pkg.helpers.FACTOR
+
+
 def lazily_filled(x: torch.Tensor) -> torch.Tensor:
     return x * lazy(3)
 
