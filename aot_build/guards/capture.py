@@ -88,8 +88,9 @@ with a test (tests/unit/test_guards.py):
 * a ``functools.lru_cache`` (or ``functools.cache``) helper: Dynamo traces the function it wraps
   (the answer computed afresh, its reads guarded) where Python returns what the cache holds
   (filled while the state it reads was other, or changed in place): the helper is called again
-  by each check with the arguments traced, its answer compared with the traced one; one whose
-  answer is not a plain value (a tensor) is refused;
+  by each check with the arguments traced, its answer compared with the traced one; one that
+  answers a tensor is checked by :func:`.cached.cache_is_current` (the tensor it holds equal to
+  what the function it wraps computes now); one that answers another object is refused;
 * an ``import`` statement the function runs (``from .helpers import K`` in its body): Python
   imports through ``sys.modules`` on every call, Dynamo reads the module it found once: the
   ``sys.modules`` entry the statement returns is checked to be that module still (a patching
@@ -125,6 +126,7 @@ import torch
 from .. import values
 from ..errors import CompileError
 from ..names import class_ref, import_ref
+from . import cached
 from .checks import MISSING, Check, defines, identity, made_class
 from .paths import ObjPath, PathError, dict_keys, resolve
 from .tree import TreeBuilder
@@ -2472,8 +2474,8 @@ class _Translator:
             self._each(self._torch_function, fn, 2)
         for source, loaded in recorded.imports:
             self._each(self._import, source, loaded)
-        for cached in recorded.cached_calls:  # last: a change to what it reads is named first
-            self._each(self._cached_call, cached)
+        for cached_call in recorded.cached_calls:  # last: a change to what it reads is named first
+            self._each(self._cached_call, cached_call)
         self._traced_code.extend(traced_code)
         self._answered.extend(r.fn for r in recorded.state_reads)
 
@@ -3110,20 +3112,17 @@ class _Translator:
     def _cached_call(self, call: _CachedCall) -> None:
         """An ``lru_cache`` helper traced through (see :func:`_cached_calls_recorded`): check on
         each call that the helper, called with the arguments traced, answers what the trace
-        computed (a cache hit, once filled: O(1))."""
+        computed (a cache hit, once filled: O(1)); one that answers a tensor, that the tensor
+        it holds is equal to what the function it wraps computes now (:mod:`.cached`)."""
         fix = (
             f"compute it at import into a module global (VALUE = {call.name.rpartition('.')[2]}(...)), "
             "or call the helper outside the entry and pass the result as an argument"
         )
         called = f"{call.name}({', '.join(map(repr, call.args or ()))})"
-        if call.answer is _NO_ANSWER:
-            raise CaptureError(
-                f"{self.where}: calls {called}, a functools.lru_cache helper whose answer is no plain "
-                "value (a tensor, an object): the function run as Python uses the object the cache "
-                "holds (changed in place, or computed while the state it reads was other), the "
-                f"compiled code computes it afresh.\n  {fix}"
-            )
         path = self.path(call.source) if call.source is not None else None
+        if call.answer is _NO_ANSWER:
+            self._cached_tensor(call, path, called, fix)
+            return
         if path is None or call.args is None or not values.is_plain(call.args):
             raise CaptureError(
                 f"{self.where}: calls {call.name}, a functools.lru_cache helper, "
@@ -3136,6 +3135,42 @@ class _Translator:
                 f"check on each call.\n  {fix}"
             )
         self._equals(path.child("call", call.args), call.answer)
+
+    def _cached_tensor(self, call: _CachedCall, path: ObjPath | None, called: str, fix: str) -> None:
+        """An ``lru_cache`` helper whose answer the trace computed in the graph: a tensor, found
+        again by reference (``module:qualname``) and called with plain arguments, is checked by
+        :func:`.cached.cache_is_current` on each call (its cached tensor equal to what the wrapped function
+        computes now: changed in place, or computed while the state it reads was other, the
+        entry runs as Python); anything else is refused."""
+        helper = self.value(path) if path is not None else None
+        plain = call.args is not None and values.is_plain(call.args)
+        answer = helper(*call.args) if helper is not None and plain and call.args is not None else None
+        ref = identity(helper) if isinstance(answer, torch.Tensor) else None
+        if ref is None or "ref" not in ref or call.args is None:
+            raise CaptureError(
+                f"{self.where}: calls {called}, a functools.lru_cache helper whose answer is "
+                + (
+                    "a tensor, through no module-level name aot_build can find again, or with "
+                    "arguments that are not plain values"
+                    if isinstance(answer, torch.Tensor)
+                    else "no plain value or tensor (an object)"
+                )
+                + ": the function run as Python uses the object the cache holds (changed in place, or "
+                "computed while the state it reads was other), the compiled code computes it "
+                f"afresh.\n  {fix}"
+            )
+        if not cached.cache_is_current(ref["ref"], *call.args):
+            raise CaptureError(
+                f"{self.where}: calls {called}, a functools.lru_cache helper whose cache already holds "
+                "a tensor other than what the function it wraps computes now (changed in place, or "
+                "computed while the state it reads was other).\n  clear its cache where that state "
+                "changes (helper.cache_clear()), or "
+                f"{fix}"
+            )
+        holds = ObjPath(("ref", "aot_build.guards.cached:cache_is_current")).child(
+            "call", (ref["ref"], *call.args)
+        )
+        self._equals(holds, True)
 
     def _import(self, source: Any, name: str | None) -> None:
         """An ``import`` statement the trace ran (see :func:`_imports_recorded`): the module it

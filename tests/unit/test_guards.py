@@ -346,6 +346,22 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "guard_pkg.state.cached_helper(2) is float 10.0, compiled for float 8.0",
     ),
     ("cached_list", lambda m: m.cached_scales(2).append(1.0), "guard_pkg.state.cached_scales(2) is list"),
+    # a tensor the cache holds: changed in place, or computed while CACHE_K was other
+    (
+        "cached_tensor",
+        lambda m: m.cached_table(4).mul_(2),
+        "cached.cache_is_current('guard_pkg.state:cached_table', 4) is bool False",
+    ),
+    (
+        "cached_tensor",
+        lambda m: (
+            m.cached_table.cache_clear(),
+            setattr(m, "CACHE_K", 5.0),
+            m.cached_table(4),
+            setattr(m, "CACHE_K", 4.0),
+        ),
+        "cached.cache_is_current('guard_pkg.state:cached_table', 4) is bool False",
+    ),
     ("cached_list", _setitem(lambda m: m.cached_scales(2), 1, 0.5), "state.cached_scales(2) is list"),
     # an import statement in the function's body: Python imports through sys.modules on each call
     (
@@ -1201,9 +1217,10 @@ REFUSED = [
         "clear its cache (cache_clear()) where that state changes",
     ),
     (
-        "cached_tensor",
-        "calls guard_pkg.state.cached_table(4), a functools.lru_cache helper whose answer is no plain value",
-        "compute it at import into a module global (VALUE = cached_table(...)), or call the helper outside",
+        "cached_object",
+        "calls guard_pkg.state.cached_settings(2), a functools.lru_cache helper whose answer is no plain "
+        "value or tensor",
+        "compute it at import into a module global (VALUE = cached_settings(...))",
     ),
     (
         "singleton",

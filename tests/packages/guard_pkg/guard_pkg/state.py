@@ -305,8 +305,22 @@ def cached_table(n: int) -> torch.Tensor:
     return torch.full((n,), CACHE_K)
 
 
-def cached_tensor(x: torch.Tensor) -> torch.Tensor:  # refused: Python uses the tensor cached
+def cached_tensor(x: torch.Tensor) -> torch.Tensor:  # the tensor cached: checked equal to a fresh one
     return x * cached_table(4)
+
+
+class CachedSettings:
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+@functools.cache
+def cached_settings(n: int) -> CachedSettings:
+    return CachedSettings(CACHE_K * n)
+
+
+def cached_object(x: torch.Tensor) -> torch.Tensor:  # refused: Python uses the object cached
+    return x * cached_settings(2).scale
 
 
 STALE = {"k": 2.0}
