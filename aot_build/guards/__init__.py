@@ -10,7 +10,7 @@ One package, one module per job:
 * :mod:`.bound`: run side, the tree bound in this process and checked per call;
 * :mod:`.native`: the C evaluator of a bound tree (compiled into the wheel);
 * :mod:`.weights`: run side, the weights kept and passed to the library;
-* :mod:`.torch_state`: torch's state read with an argument, as calls a guard makes with none;
+* :mod:`.cached`: run side, what an ``lru_cache`` helper that answers a tensor holds;
 * :mod:`.traced`: Python spellings of builtins the tracer cannot follow, traced in their place.
 
 Importing this package imports nothing else (torch included).

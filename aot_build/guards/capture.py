@@ -83,8 +83,8 @@ with a test (tests/unit/test_guards.py):
 * a call into torch that Dynamo answers while tracing and builds into the graph
   (``torch.cuda.is_available()``, ``torch.distributed.get_rank()``, ``torch.is_grad_enabled()``,
   guarded by the function's identity only): called again by each check, its answer compared;
-  one with arguments is refused (but ``torch.get_autocast_dtype(device)``, checked through
-  :mod:`.torch_state`);
+  one with arguments is refused (but ``torch.get_autocast_dtype(device)``, called again with
+  the device);
 * a ``functools.lru_cache`` (or ``functools.cache``) helper: Dynamo traces the function it wraps
   (the answer computed afresh, its reads guarded) where Python returns what the cache holds
   (filled while the state it reads was other, or changed in place): the helper is called again
@@ -869,6 +869,10 @@ def _single_dispatches_answered(found: list[_Dispatch]) -> Iterator[None]:
         yield
 
 
+#: The device types whose autocast dtype (``torch.get_autocast_dtype(device)``) a trace may read.
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
 @contextlib.contextmanager
 def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
     """Dynamo (2.13) answers ``torch.get_autocast_dtype("cpu")`` while tracing (it is refused
@@ -878,8 +882,6 @@ def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
     translator to check it on each call (only in an entry that reads it)."""
     from torch._dynamo.variables import ConstantVariable
     from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
-
-    from .torch_state import AUTOCAST_DEVICES
 
     original = TorchInGraphFunctionVariable.call_function
     legacy = {torch.get_autocast_cpu_dtype: "cpu", torch.get_autocast_gpu_dtype: "cuda"}
@@ -893,7 +895,7 @@ def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
                 device = arg.as_python_constant()
         elif fn in legacy and not args and not kwargs:
             device = legacy[fn]
-        if device not in AUTOCAST_DEVICES:
+        if device not in _AUTOCAST_DEVICES:
             return original(self, tx, args, kwargs)
         found[device] = torch.get_autocast_dtype(device)
         return ConstantVariable.create(found[device])
@@ -2432,8 +2434,7 @@ class _Translator:
         for dispatch in recorded.dispatches:
             self._each(self._single_dispatch, dispatch)
         for device, dtype in recorded.autocast_dtypes.items():
-            reader = ObjPath(("ref", f"aot_build.guards.torch_state:get_autocast_dtype_{device}"))
-            self._equals(reader.child("call"), dtype)
+            self._equals(ObjPath(("ref", "torch:get_autocast_dtype")).child("call", (device,)), dtype)
         for call in recorded.logger_calls:
             self._each(self._root_logger_call if call.function else self._logger_call, call)
         for (source, name), value in recorded.logger_attributes.items():

@@ -678,13 +678,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     (
         "autocast_dtype_read",
         lambda m: _AutocastDtype("cpu", torch.float16),
-        "aot_build.guards.torch_state.get_autocast_dtype_cpu() is dtype torch.float16, compiled for "
-        "dtype torch.bfloat16",
+        "torch.get_autocast_dtype('cpu') is dtype torch.float16, compiled for dtype torch.bfloat16",
     ),
     (
         "autocast_cpu_dtype_read",
         lambda m: _AutocastDtype("cpu", torch.float16),
-        "aot_build.guards.torch_state.get_autocast_dtype_cpu() is dtype torch.float16",
+        "torch.get_autocast_dtype('cpu') is dtype torch.float16",
     ),
     (
         "skip_by_type",
