@@ -3195,12 +3195,7 @@ class _Translator:
         logger = call.logger
         level = logging.getLevelName(call.level)
         if call.method not in _LOG_QUERIES and call.enabled:
-            raise CaptureError(
-                f"{self.where}: logs through logger {logger.name!r} at level {level}, which is on: "
-                "the function run as Python logs on every call, a compiled call cannot.\n  log "
-                "outside the entry, or at a level that is off while the package is built (such a "
-                "call is compiled out, and the entry runs as Python while its level is on)"
-            )
+            raise self._logging_on(f"logs through logger {logger.name!r} at level {level}")
         path = self.path(call.source) if call.source is not None else None
         if path is None:
             raise CaptureError(
@@ -3284,6 +3279,15 @@ class _Translator:
             # which code may write (``LOG._cache[logging.DEBUG] = True``): a dict read, once cached
             self._equals(path.child("getattr", "isEnabledFor").child("call", (call.level,)), call.enabled)
 
+    def _logging_on(self, what: str) -> CaptureError:
+        """The refusal of a logging call (``what`` it does) at a level that is on."""
+        return CaptureError(
+            f"{self.where}: {what}, which is on: the function run as Python logs on every call, a "
+            "compiled call cannot.\n  log outside the entry, or at a level that is off while the "
+            "package is built (such a call is compiled out, and the entry runs as Python while its "
+            "level is on)"
+        )
+
     def _root_logger_call(self, call: _LoggerCall) -> None:
         """``logging.debug(...)`` compiled out (see :func:`_root_logger_calls_answered`): the
         function is still the logging module's, the root logger (``logging.root``) is checked
@@ -3292,12 +3296,8 @@ class _Translator:
         at a level that is on is refused."""
         level = logging.getLevelName(call.level)
         if call.enabled:
-            raise CaptureError(
-                f"{self.where}: calls logging.{call.method}(...), which logs through the root logger "
-                f"at level {level}, which is on: the function run as Python logs on every call, a "
-                "compiled call cannot.\n  log outside the entry, or at a level that is off while the "
-                "package is built (such a call is compiled out, and the entry runs as Python while its "
-                "level is on)"
+            raise self._logging_on(
+                f"calls logging.{call.method}(...), which logs through the root logger at level {level}"
             )
         if not call.logger.handlers:
             raise CaptureError(
