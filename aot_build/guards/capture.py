@@ -277,6 +277,8 @@ def _dynamo_settings() -> Iterator[None]:
         _missing_attributes_guarded(),
         _dict_keys_guarded(),
         _dict_reads_guarded(),
+        _set_operands_guarded(),
+        _made_keys_guarded(),
         _mro_walks_guarded(),
     ):
         try:
@@ -333,6 +335,54 @@ def _dict_keys_guarded() -> Iterator[None]:
         return original(self, tx, name, args, kwargs)
 
     with mock.patch.object(ListVariable, "call_method", call_method):
+        yield
+
+
+@contextlib.contextmanager
+def _set_operands_guarded() -> Iterator[None]:
+    """Dynamo (2.13) computes ``set().union(d)`` (``intersection``, ``difference``...) itself
+    on the operands as constants, which guards each value of a dict operand but not its keys:
+    ``len(ChainMap(...))`` (``len(set().union(*self.maps))``) did not see a key added to one of
+    its maps. Guard the keys of each operand read from state, as iterating it does."""
+    from torch._dynamo.variables.dicts import ConstDictVariable
+    from torch._dynamo.variables.sets import SetVariable
+
+    original = SetVariable._fast_set_method
+
+    def fast_set_method(self: Any, tx: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+        for operand in (self, *args, *kwargs.values()):
+            if isinstance(operand, ConstDictVariable) and operand.source is not None:
+                operand.install_dict_keys_match_guard()
+        return original(self, tx, fn, args, kwargs)
+
+    with mock.patch.object(SetVariable, "_fast_set_method", fast_set_method):
+        yield
+
+
+@contextlib.contextmanager
+def _made_keys_guarded() -> Iterator[None]:
+    """Dynamo (2.13) installs no guard at all for ``key in d`` where the key is an object the
+    trace made itself and no constant (``weakref.ref(obj)``, which ``WeakKeyDictionary`` and
+    ``WeakSet`` test their data with): ``Impl in REGISTRY`` went unchecked. Guard the keys of
+    ``d`` there (a key the manifest cannot carry, a weak reference, is refused, as reading an
+    item by it is)."""
+    from torch._dynamo.variables.dicts import ConstDictVariable
+
+    original = ConstDictVariable.install_dict_contains_guard
+
+    def contains_guard(self: Any, tx: Any, args: Any) -> None:
+        key = args[0]
+        if (
+            self.source is not None
+            and key.source is None
+            and not key.is_python_constant()
+            and not tx.output.side_effects.is_modified(self)
+        ):
+            self.install_dict_keys_match_guard()
+            return
+        original(self, tx, args)
+
+    with mock.patch.object(ConstDictVariable, "install_dict_contains_guard", contains_guard):
         yield
 
 
@@ -749,6 +799,52 @@ def _state_reads_recorded(found: list[_StateRead]) -> Iterator[None]:
         return result
 
     with mock.patch.object(TorchInGraphFunctionVariable, "call_function", recorded):
+        yield
+
+
+@contextlib.contextmanager
+def _package_queries_recorded(found: list[_StateRead]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``importlib.util.find_spec(name)`` and
+    ``importlib.metadata.version(name)`` while tracing and builds the answer into the graph,
+    unguarded: whether an optional package is installed (or imported), or its version, on the
+    user's machine went unchecked. Record each such call, which the translator refuses (as it
+    does torch's calls answered with arguments): a check would search ``sys.path`` per call."""
+    import importlib.metadata
+    import importlib.util
+
+    from torch._dynamo.variables.functions import SkipFunctionVariable
+
+    original = SkipFunctionVariable.call_function
+    queries = (importlib.util.find_spec, importlib.metadata.version)
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        if any(self.value is query for query in queries):
+            found.append(_StateRead(self.value, self.source, True, None))
+        return original(self, tx, args, kwargs)
+
+    with mock.patch.object(SkipFunctionVariable, "call_function", recorded):
+        yield
+
+
+@contextlib.contextmanager
+def _autocast_defaults_recorded(found: dict[str, None]) -> Iterator[None]:
+    """An autocast block the function opens without a dtype (``with torch.autocast("cpu"):``)
+    runs at the default autocast dtype of the moment (``torch.set_autocast_dtype``), which
+    Dynamo (2.13) reads while tracing and the artifact keeps, unguarded. Record the device of
+    each such block (the translator refuses it); a decorator's autocast object, made at import,
+    holds its dtype and is checked as an object."""
+    from torch._dynamo.variables.ctx_manager import AutocastModeVariable
+
+    original = AutocastModeVariable.create
+
+    def create(func: Any, args: Any, kwargs: Any) -> Any:
+        var = original(func, args, kwargs)
+        device, dtype, enabled = var.target_values[:3]
+        if dtype is None and enabled:
+            found[str(device)] = None
+        return var
+
+    with mock.patch.object(AutocastModeVariable, "create", staticmethod(create)):
         yield
 
 
@@ -1310,6 +1406,8 @@ class _Recorded:
     sets_used: set[Any] = field(default_factory=set)
     #: the source of each tensor whose ``requires_grad`` the trace read.
     requires_grad: dict[Any, None] = field(default_factory=dict)
+    #: the device of each autocast block opened without a dtype.
+    autocast_defaults: dict[str, None] = field(default_factory=dict)
     #: where ``torch.compiler.is_compiling()`` answers True; None: everywhere, as Dynamo does.
     compiled_at: frozenset[_Site] | None = None
     #: each call of ``torch.compiler.is_compiling()`` (or its aliases): its site and answer.
@@ -1337,6 +1435,8 @@ class _Recorded:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
+            _package_queries_recorded(self.state_reads),
+            _autocast_defaults_recorded(self.autocast_defaults),
             _logger_calls_answered(self.logger_calls),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
@@ -1714,6 +1814,8 @@ class _Translator:
             self._each(self._state_read, read)
         for call in recorded.logger_calls:
             self._each(self._logger_call, call)
+        for device in recorded.autocast_defaults:
+            self._each(self._autocast_default, device)
         for cls, source in recorded.module_classes.items():
             self._each(self._module_call, cls, source)
         for source, name, defined in recorded.class_lookups:
@@ -1990,6 +2092,8 @@ class _Translator:
             return
         ident = identity(value) or self._ref_by_path(path, value)
         if ident is not None:
+            if "code" in ident:  # bound before any call: from the class where a method entry reads it
+                path = self._class_rooted(path) or path
             self.builder.add(path, Check("id", ident))
             return
         if isinstance(value, types.FunctionType):  # a lambda or a closure: known by its code
@@ -2299,6 +2403,16 @@ class _Translator:
                 )
             path = ObjPath(("ref", ident["ref"]))
         self._equals(path.child("call"), read.value)
+
+    def _autocast_default(self, device: str) -> None:
+        """An autocast block opened without a dtype (see :func:`_autocast_defaults_recorded`)."""
+        raise CaptureError(
+            f"{self.where}: opens torch.autocast({device!r}) without a dtype, which runs at the default "
+            f"autocast dtype of the moment (torch.get_autocast_dtype({device!r}) is "
+            f"{torch.get_autocast_dtype(device)} now); the compiled code keeps the dtype it was built with, "
+            "and torch.set_autocast_dtype(...) would go unseen.\n  name the dtype: "
+            f"torch.autocast({device!r}, dtype=torch.{str(torch.get_autocast_dtype(device)).split('.')[-1]})"
+        )
 
     def _logger_call(self, call: _LoggerCall) -> None:
         """A logger's method answered at trace time (see :func:`_logger_calls_answered`): check
