@@ -1305,6 +1305,24 @@ def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _builtin_constants_recorded(found: dict[str, Any]) -> Iterator[None]:
+    """Dynamo (2.13) reads a name of the builtins module that is no function (a value a
+    package put there: ``builtins.DEBUG_SCALE = 2.0``) as a constant, unguarded. Record each
+    such name with its value, for the translator to check it in the builtins module."""
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    original = InstructionTranslatorBase.load_builtin_from_argval
+
+    def recorded(self: Any, argval: Any) -> Any:
+        if isinstance(argval, str) and argval in self.f_builtins and not callable(self.f_builtins[argval]):
+            found[argval] = self.f_builtins[argval]
+        return original(self, argval)
+
+    with mock.patch.object(InstructionTranslatorBase, "load_builtin_from_argval", recorded):
+        yield
+
+
+@contextlib.contextmanager
 def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterator[None]:
     """Dynamo (2.13) answers ``bool(obj)``, ``len(obj)``, ``callable(obj)``, ``str(obj)`` and the like for an
     object of a Python class from whether the class (or a base) defines ``__bool__``,
@@ -1380,6 +1398,8 @@ class _Recorded:
     class_tests: dict[tuple[str, Any, type], None] = field(default_factory=dict)
     #: (module name, name) of each builtin that code of that module read.
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
+    #: each name of the builtins module read that is no function, with its value.
+    builtin_constants: dict[str, Any] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
     #: the source of each class or module ``dir()`` was asked of.
@@ -1431,12 +1451,22 @@ class _Recorded:
             BuiltinVariable.call_function_handler_cache.clear()
 
     @contextlib.contextmanager
+    def _machine_state_recorders(self) -> Iterator[None]:
+        """The recorders of reads Dynamo answers from the process's state, unguarded (one
+        ``with`` item: Python allows twenty nested blocks in one function)."""
+        with (
+            _package_queries_recorded(self.state_reads),
+            _autocast_defaults_recorded(self.autocast_defaults),
+            _builtin_constants_recorded(self.builtin_constants),
+        ):
+            yield
+
+    @contextlib.contextmanager
     def _recorders(self) -> Iterator[None]:
         with (
             _getattr_fallbacks_recorded(self.fallbacks),
             _state_reads_recorded(self.state_reads),
-            _package_queries_recorded(self.state_reads),
-            _autocast_defaults_recorded(self.autocast_defaults),
+            self._machine_state_recorders(),
             _logger_calls_answered(self.logger_calls),
             _module_calls_recorded(self.module_classes),
             _class_tests_recorded(self.class_tests),
@@ -1691,6 +1721,13 @@ class _Translator:
         base_source = getattr(source, "base", None)
         if base_source is None:
             raise self._unsupported(source, "a root")
+        if (
+            kind is S.DictGetItemSource
+            and type(base_source) is S.GlobalSource
+            and base_source.global_name.startswith("___unnamed_scope_")
+            and base_source.global_name in self.installed
+        ):
+            return self._exec_global(self.installed[base_source.global_name], source.index)
         base = self.path(base_source)
         if base is None:
             return None
@@ -1741,9 +1778,7 @@ class _Translator:
         if name not in self.installed:
             return ObjPath(("global", self.module, name))
         if name.startswith("___unnamed_scope_"):
-            # the globals of code made by exec (a NamedTuple's generated __new__): no import path
-            # finds them again; they hold the builtins that generated code calls
-            return None
+            return self._exec_globals(self.installed[name])
         value = self.installed[name]
         if isinstance(value, dict) and value is vars(sys.modules["builtins"]):
             return ObjPath(("ref", "builtins:")).child("dict")
@@ -1757,6 +1792,44 @@ class _Translator:
                 "hold it in a module global of your package and read it from there"
             )
         return ObjPath(("ref", ident["ref"]))
+
+    def _exec_globals(self, scope: Any) -> ObjPath | None:
+        """The globals of code made by ``exec`` (a NamedTuple's generated ``__new__``, an FX
+        GraphModule's ``forward``, a function a library generates), which no import path
+        finds: through the ``__globals__`` of a function that has them, held by a global of the
+        entry's module, a class there or the class of an object there; else None."""
+        for name, value in vars(sys.modules[self.module]).items():
+            at = ObjPath(("global", self.module, name))
+            if isinstance(value, types.FunctionType):
+                if value.__globals__ is scope:
+                    return at.child("getattr", "__globals__")
+                continue
+            owner, at = (value, at) if isinstance(value, type) else (type(value), at.child("type"))
+            for attr, member in vars(owner).items():
+                fn = getattr(member, "__func__", member)
+                if isinstance(fn, types.FunctionType) and fn.__globals__ is scope:
+                    return at.child("getattr", attr).child("getattr", "__globals__")
+        return None
+
+    def _exec_global(self, scope: Any, key: Any) -> ObjPath | None:
+        """The path of ``scope[key]``, a read in the globals of code made by ``exec``: None
+        (unchecked, as what generated code calls: ``tuple.__new__`` in a NamedTuple's
+        ``__new__``) for a builtin, a class, a module or a function found by import path;
+        through :meth:`_exec_globals` otherwise, refused where that finds no path."""
+        value = scope.get(key) if isinstance(scope, dict) else None
+        called = (types.ModuleType, type, types.BuiltinFunctionType, types.WrapperDescriptorType)
+        if isinstance(value, called):
+            return None
+        if (identity(value) or {}).get("ref") is not None:
+            return None
+        at = self._exec_globals(scope)
+        if at is None:
+            raise CaptureError(
+                f"{self.where}: the trace reads {key!r} from the globals of code made by exec(), which "
+                "no import path finds again on the user's machine.\n  define that function in a module "
+                "of your package, or hold it in a global of the entry's module"
+            )
+        return at.child("item", key)
 
     def _key(self, index: Any) -> Any:
         from torch._dynamo.source import Source
@@ -1822,6 +1895,8 @@ class _Translator:
             self._each(self._class_lookup, source, name, defined)
         for module, name in recorded.builtins:
             self.builder.add(ObjPath(("ref", f"{module}:")).child("dict"), Check("lacks", name))
+        for name, value in recorded.builtin_constants.items():
+            self._equals(ObjPath(("ref", "builtins:")).child("dict").child("item", name), value)
         for test, source, cls in recorded.class_tests:
             self._each(self._class_test, test, source, cls)
         for source in recorded.requires_grad:

@@ -4,6 +4,7 @@ the build refuses. Each kind is changed after "import": the check must fail and 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import copyreg
@@ -268,6 +269,16 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "registered_weakly",
         lambda m: m.REGISTERED.__setitem__(m.WRAPPER, 1),
         "guard_pkg.state.REGISTERED.data has keys [<weakref",
+    ),
+    (
+        "exec_generated",
+        lambda m: m._GENERATED.__setitem__("K", 3.0),
+        "guard_pkg.state._generated_scale.__globals__['K'] is float 3.0",
+    ),
+    (
+        "builtin_value",
+        lambda m: setattr(builtins, "GUARD_PKG_SCALE", 3.0),
+        "builtins.GUARD_PKG_SCALE is float 3.0, compiled for float 2.0",
     ),
     (
         "thread_local",

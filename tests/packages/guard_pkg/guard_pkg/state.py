@@ -2,6 +2,7 @@
 each after "import" and checks that the guard tree notices."""
 
 import abc
+import builtins
 import collections
 import copy
 import dataclasses
@@ -289,6 +290,24 @@ def chain_map(x: torch.Tensor) -> torch.Tensor:
 
 def chain_map_len(x: torch.Tensor) -> torch.Tensor:
     return x * len(LAYERS)  # ChainMap.__len__: len(set().union(*self.maps))
+
+
+# -- a function made by exec() with globals of its own (no module's), read through the function
+_GENERATED: dict[str, typing.Any] = {"K": 2.0}
+exec("def scale(x):\n    return x * K", _GENERATED)
+_generated_scale = _GENERATED["scale"]
+
+
+def exec_generated(x: torch.Tensor) -> torch.Tensor:
+    return _generated_scale(x)
+
+
+# -- a value a package puts into the builtins module, read as a bare name
+builtins.GUARD_PKG_SCALE = 2.0  # type: ignore[attr-defined]
+
+
+def builtin_value(x: torch.Tensor) -> torch.Tensor:
+    return x * GUARD_PKG_SCALE  # type: ignore[name-defined] # noqa: F821
 
 
 # -- a threading.local subclass with a class default: its attributes live in a dict per thread
