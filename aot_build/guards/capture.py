@@ -1304,6 +1304,11 @@ def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
         yield
 
 
+#: the builtins that are the language's own constants (``NotImplemented``, which a
+#: ``functools.total_ordering`` method reads): fixed, unchecked.
+_LANGUAGE_CONSTANTS = (None, True, False, Ellipsis, NotImplemented)
+
+
 @contextlib.contextmanager
 def _builtin_constants_recorded(found: dict[str, Any]) -> Iterator[None]:
     """Dynamo (2.13) reads a name of the builtins module that is no function (a value a
@@ -1314,8 +1319,9 @@ def _builtin_constants_recorded(found: dict[str, Any]) -> Iterator[None]:
     original = InstructionTranslatorBase.load_builtin_from_argval
 
     def recorded(self: Any, argval: Any) -> Any:
-        if isinstance(argval, str) and argval in self.f_builtins and not callable(self.f_builtins[argval]):
-            found[argval] = self.f_builtins[argval]
+        value = self.f_builtins.get(argval, NotImplemented) if isinstance(argval, str) else NotImplemented
+        if not (callable(value) or any(value is c for c in _LANGUAGE_CONSTANTS) or argval.startswith("__")):
+            found[argval] = value
         return original(self, argval)
 
     with mock.patch.object(InstructionTranslatorBase, "load_builtin_from_argval", recorded):
