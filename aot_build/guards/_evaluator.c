@@ -117,6 +117,10 @@ typedef struct {
 static PyObject *str_keys, *str_mro, *str_closure, *str_code, *str_defaults, *str_kwdefaults, *str_getattribute,
     *str_getattr;
 static PyObject *object_getattribute;
+static PyObject *str_dict;
+/* threading.local (_thread._local): its attributes live in a dict per thread, which its
+   __dict__ gives (the generic instance dict of a Python subclass of it stays empty) */
+static PyTypeObject *thread_local_type;
 
 /* ------------------------------------------------------------------ reading one node */
 
@@ -171,6 +175,8 @@ static PyObject *read_node(Evaluator *ev, Node *nd, PyObject *parent, PyObject *
             Py_INCREF(d);
             return d;
         }
+        if (thread_local_type != NULL && PyObject_TypeCheck(parent, thread_local_type))
+            return PyObject_GetAttr(parent, str_dict);
         return PyObject_GenericGetDict(parent, NULL);
     case OP_ITEM: {
         if (!PyDict_Check(parent)) {
@@ -590,6 +596,18 @@ static int traced_getattr(Evaluator *ev, PyTypeObject *tp) {
     return traced_function(ev, _PyType_Lookup(tp, str_getattribute));
 }
 
+/* A class attribute found by a read is a descriptor, and of which kind, by its own class: a
+   Python class gaining __get__ or __set__ after the check (a non-data descriptor the instance
+   shadowed made a data descriptor, which then wins) changes what the read gives, and only that
+   class's tag. Stamp it: 1 stamped (or a C class, fixed), 0 volatile, -1 error. */
+static int stamp_value_class(Evaluator *ev, PyObject *value) {
+    PyTypeObject *vt = Py_TYPE(value);
+    if (!(vt->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 1;
+    uint64_t tag = type_tag(vt);
+    if (tag == 0) return 0;
+    return add_stamp(ev, ST_TYPE, (PyObject *)vt, tag, NULL) < 0 ? -1 : 1;
+}
+
 /* Stamps that fix obj's attribute `name` (getattr, hasattr): 1 stamped, 0 volatile, -1 error. */
 static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
     if (PyType_Check(obj)) {
@@ -606,7 +624,7 @@ static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
             return 0;
         if (add_stamp(ev, ST_TYPE, obj, t1, NULL) < 0 || add_stamp(ev, ST_TYPE, (PyObject *)meta, t2, NULL) < 0)
             return -1;
-        return 1;
+        return a != NULL ? stamp_value_class(ev, a) : 1;
     }
     PyTypeObject *tp = Py_TYPE(obj);
     if (!generic_getattr(tp)) {
@@ -659,7 +677,7 @@ static int stamp_attribute(Evaluator *ev, PyObject *obj, PyObject *name) {
         if (add_stamp(ev, ST_DICTPTR, obj, 0, dict) < 0) return -1;
         if (stamp_dict(ev, dict) < 0) return -1;
     }
-    return 1;
+    return descr != NULL ? stamp_value_class(ev, descr) : 1;
 }
 
 /* Whether obj can never change (so a check on it that held still holds). */
@@ -734,6 +752,7 @@ static int stamp_read(Evaluator *ev, Node *nd, PyObject *parent, PyObject *obj) 
         return stamp_attribute(ev, parent, nd->key);
     case OP_DICT:
         if (PyType_Check(parent)) return 1;
+        if (thread_local_type != NULL && PyObject_TypeCheck(parent, thread_local_type)) return 0; /* per thread */
         if (add_stamp(ev, ST_DICTPTR, parent, 0, obj) < 0) return -1;
         return 1;
     case OP_TYPE:
@@ -1678,6 +1697,17 @@ PyMODINIT_FUNC PyInit__aot_guards(void) {
         !object_getattribute)
         return NULL;
     Py_INCREF(object_getattribute);
+    str_dict = PyUnicode_InternFromString("__dict__");
+    if (str_dict == NULL) return NULL;
+    PyObject *thread_mod = PyImport_ImportModule("_thread");
+    if (thread_mod == NULL) return NULL;
+    thread_local_type = (PyTypeObject *)PyObject_GetAttrString(thread_mod, "_local");
+    Py_DECREF(thread_mod);
+    if (thread_local_type == NULL) return NULL;
+    if (!PyType_Check(thread_local_type)) {
+        PyErr_SetString(PyExc_TypeError, "_thread._local is not a type");
+        return NULL;
+    }
     static const char *const steps[] = {"getattr", "dict", "item", "index", "key", "type", "mro", "closure",
                                         "code", "defaults", "kwdefaults", "call"};
     static const int step_codes[] = {OP_GETATTR, OP_DICT, OP_ITEM, OP_INDEX, OP_KEY, OP_TYPE, OP_MRO, OP_CLOSURE,

@@ -21,6 +21,7 @@ turns into a sentence naming the path and what changed.
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -368,7 +369,11 @@ def _read(op: int, key: Any, parent: Any) -> Any:
             return dict.__getitem__(parent, key)
         return parent[key]  # a class namespace (mappingproxy)
     if op == 11:
-        return vars(parent) if isinstance(parent, type) else object.__getattribute__(parent, "__dict__")
+        if isinstance(parent, type):
+            return vars(parent)
+        if isinstance(parent, threading.local):  # a dict per thread, which its __dict__ gives
+            return parent.__dict__
+        return object.__getattribute__(parent, "__dict__")
     if op == OP_GLOBAL:
         return key[0][key[1]]
     if op == OP_REF:

@@ -311,6 +311,8 @@ def _dynamo_settings() -> Iterator[None]:
         _missing_attributes_guarded(),
         _dict_keys_guarded(),
         _dict_reads_guarded(),
+        _set_operands_guarded(),
+        _made_keys_guarded(),
         _mro_walks_guarded(),
     ):
         try:
@@ -367,6 +369,54 @@ def _dict_keys_guarded() -> Iterator[None]:
         return original(self, tx, name, args, kwargs)
 
     with mock.patch.object(ListVariable, "call_method", call_method):
+        yield
+
+
+@contextlib.contextmanager
+def _set_operands_guarded() -> Iterator[None]:
+    """Dynamo (2.13) computes ``set().union(d)`` (``intersection``, ``difference``...) itself
+    on the operands as constants, which guards each value of a dict operand but not its keys:
+    ``len(ChainMap(...))`` (``len(set().union(*self.maps))``) did not see a key added to one of
+    its maps. Guard the keys of each operand read from state, as iterating it does."""
+    from torch._dynamo.variables.dicts import ConstDictVariable
+    from torch._dynamo.variables.sets import SetVariable
+
+    original = SetVariable._fast_set_method
+
+    def fast_set_method(self: Any, tx: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+        for operand in (self, *args, *kwargs.values()):
+            if isinstance(operand, ConstDictVariable) and operand.source is not None:
+                operand.install_dict_keys_match_guard()
+        return original(self, tx, fn, args, kwargs)
+
+    with mock.patch.object(SetVariable, "_fast_set_method", fast_set_method):
+        yield
+
+
+@contextlib.contextmanager
+def _made_keys_guarded() -> Iterator[None]:
+    """Dynamo (2.13) installs no guard at all for ``key in d`` where the key is an object the
+    trace made itself and no constant (``weakref.ref(obj)``, which ``WeakKeyDictionary`` and
+    ``WeakSet`` test their data with): ``Impl in REGISTRY`` went unchecked. Guard the keys of
+    ``d`` there (a key the manifest cannot carry, a weak reference, is refused, as reading an
+    item by it is)."""
+    from torch._dynamo.variables.dicts import ConstDictVariable
+
+    original = ConstDictVariable.install_dict_contains_guard
+
+    def contains_guard(self: Any, tx: Any, args: Any) -> None:
+        key = args[0]
+        if (
+            self.source is not None
+            and key.source is None
+            and not key.is_python_constant()
+            and not tx.output.side_effects.is_modified(self)
+        ):
+            self.install_dict_keys_match_guard()
+            return
+        original(self, tx, args)
+
+    with mock.patch.object(ConstDictVariable, "install_dict_contains_guard", contains_guard):
         yield
 
 
@@ -978,6 +1028,30 @@ def _cached_calls_recorded(found: list[_CachedCall]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _package_queries_recorded(found: list[_StateRead]) -> Iterator[None]:
+    """Dynamo (2.13) answers ``importlib.util.find_spec(name)`` and
+    ``importlib.metadata.version(name)`` while tracing and builds the answer into the graph,
+    unguarded: whether an optional package is installed (or imported), or its version, on the
+    user's machine went unchecked. Record each such call, which the translator refuses (as it
+    does torch's calls answered with arguments): a check would search ``sys.path`` per call."""
+    import importlib.metadata
+    import importlib.util
+
+    from torch._dynamo.variables.functions import SkipFunctionVariable
+
+    original = SkipFunctionVariable.call_function
+    queries = (importlib.util.find_spec, importlib.metadata.version)
+
+    def recorded(self: Any, tx: Any, args: Any, kwargs: Any) -> Any:
+        if any(self.value is query for query in queries):
+            found.append(_StateRead(self.value, self.source, True, None))
+        return original(self, tx, args, kwargs)
+
+    with mock.patch.object(SkipFunctionVariable, "call_function", recorded):
+        yield
+
+
+@contextlib.contextmanager
 def _imports_recorded(found: dict[tuple[Any, str | None], None]) -> Iterator[None]:
     """Dynamo (2.13) runs an ``import`` statement of the traced code once, while tracing, and
     reads the module it found through an alias (``__import_pkg_dot_helpers``), guarding no
@@ -1016,6 +1090,29 @@ def _imports_recorded(found: dict[tuple[Any, str | None], None]) -> Iterator[Non
     finally:
         for cls, original in originals.items():
             vars(cls)["dispatch_table"][op] = original
+
+
+@contextlib.contextmanager
+def _autocast_defaults_recorded(found: dict[str, torch.dtype]) -> Iterator[None]:
+    """An autocast block the function opens without a dtype (``with torch.autocast("cpu"):``)
+    runs at the default autocast dtype of the moment (``torch.set_autocast_dtype``), which
+    Dynamo (2.13) reads while tracing and the artifact keeps, unguarded. Record that dtype for
+    each such block's device, as :func:`_autocast_dtypes_answered` records a read of it: the
+    translator checks ``torch.get_autocast_dtype(device)`` on each call. A decorator's autocast
+    object, made at import, holds its dtype and is checked as an object."""
+    from torch._dynamo.variables.ctx_manager import AutocastModeVariable
+
+    original = AutocastModeVariable.create
+
+    def create(func: Any, args: Any, kwargs: Any) -> Any:
+        var = original(func, args, kwargs)
+        device, dtype, enabled = var.target_values[:3]
+        if dtype is None and enabled:
+            found[str(device)] = torch.get_autocast_dtype(str(device))
+        return var
+
+    with mock.patch.object(AutocastModeVariable, "create", staticmethod(create)):
+        yield
 
 
 #: logging.Logger's methods that log at a fixed level (``log`` and ``isEnabledFor`` take theirs).
@@ -1818,6 +1915,30 @@ def _builtins_recorded(found: dict[tuple[str, str], None]) -> Iterator[None]:
         yield
 
 
+#: the builtins that are the language's own constants (``NotImplemented``, which a
+#: ``functools.total_ordering`` method reads): fixed, unchecked.
+_LANGUAGE_CONSTANTS = (None, True, False, Ellipsis, NotImplemented)
+
+
+@contextlib.contextmanager
+def _builtin_constants_recorded(found: dict[str, Any]) -> Iterator[None]:
+    """Dynamo (2.13) reads a name of the builtins module that is no function (a value a
+    package put there: ``builtins.DEBUG_SCALE = 2.0``) as a constant, unguarded. Record each
+    such name with its value, for the translator to check it in the builtins module."""
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    original = InstructionTranslatorBase.load_builtin_from_argval
+
+    def recorded(self: Any, argval: Any) -> Any:
+        value = self.f_builtins.get(argval, NotImplemented) if isinstance(argval, str) else NotImplemented
+        if not (callable(value) or any(value is c for c in _LANGUAGE_CONSTANTS) or argval.startswith("__")):
+            found[argval] = value
+        return original(self, argval)
+
+    with mock.patch.object(InstructionTranslatorBase, "load_builtin_from_argval", recorded):
+        yield
+
+
 @contextlib.contextmanager
 def _class_lookups_recorded(found: dict[tuple[Any, str, bool], None]) -> Iterator[None]:
     """Dynamo (2.13) answers ``bool(obj)``, ``len(obj)``, ``callable(obj)``, ``str(obj)`` and the like for an
@@ -1975,6 +2096,8 @@ class _Recorded:
     class_tests: dict[tuple[str, Any, type], None] = field(default_factory=dict)
     #: (module name, name) of each builtin that code of that module read.
     builtins: dict[tuple[str, str], None] = field(default_factory=dict)
+    #: each name of the builtins module read that is no function, with its value.
+    builtin_constants: dict[str, Any] = field(default_factory=dict)
     #: (object's source, name, found) of each name looked up in an object's class hierarchy.
     class_lookups: dict[tuple[Any, str, bool], None] = field(default_factory=dict)
     #: the source of each class or module ``dir()`` was asked of.
@@ -2037,6 +2160,9 @@ class _Recorded:
             for recorder in (
                 _getattr_fallbacks_recorded(self.fallbacks),
                 _state_reads_recorded(self.state_reads),
+                _package_queries_recorded(self.state_reads),
+                _autocast_defaults_recorded(self.autocast_dtypes),
+                _builtin_constants_recorded(self.builtin_constants),
                 _cached_calls_recorded(self.cached_calls),
                 _imports_recorded(self.imports),
                 _logging_answered(self.logger_calls, self.logger_attributes),
@@ -2310,6 +2436,13 @@ class _Translator:
         base_source = getattr(source, "base", None)
         if base_source is None:
             raise self._unsupported(source, "a root")
+        if (
+            kind is S.DictGetItemSource
+            and type(base_source) is S.GlobalSource
+            and base_source.global_name.startswith("___unnamed_scope_")
+            and base_source.global_name in self.installed
+        ):
+            return self._exec_global(self.installed[base_source.global_name], source.index)
         base = self.path(base_source)
         if base is None:
             return None
@@ -2360,9 +2493,7 @@ class _Translator:
         if name not in self.installed:
             return ObjPath(("global", self.module, name))
         if name.startswith("___unnamed_scope_"):
-            # the globals of code made by exec (a NamedTuple's generated __new__): no import path
-            # finds them again; they hold the builtins that generated code calls
-            return None
+            return self._exec_globals(self.installed[name])
         value = self.installed[name]
         if isinstance(value, dict) and value is vars(sys.modules["builtins"]):
             return ObjPath(("ref", "builtins:")).child("dict")
@@ -2376,6 +2507,44 @@ class _Translator:
                 "hold it in a module global of your package and read it from there"
             )
         return ObjPath(("ref", ident["ref"]))
+
+    def _exec_globals(self, scope: Any) -> ObjPath | None:
+        """The globals of code made by ``exec`` (a NamedTuple's generated ``__new__``, an FX
+        GraphModule's ``forward``, a function a library generates), which no import path
+        finds: through the ``__globals__`` of a function that has them, held by a global of the
+        entry's module, a class there or the class of an object there; else None."""
+        for name, value in vars(sys.modules[self.module]).items():
+            at = ObjPath(("global", self.module, name))
+            if isinstance(value, types.FunctionType):
+                if value.__globals__ is scope:
+                    return at.child("getattr", "__globals__")
+                continue
+            owner, at = (value, at) if isinstance(value, type) else (type(value), at.child("type"))
+            for attr, member in vars(owner).items():
+                fn = getattr(member, "__func__", member)
+                if isinstance(fn, types.FunctionType) and fn.__globals__ is scope:
+                    return at.child("getattr", attr).child("getattr", "__globals__")
+        return None
+
+    def _exec_global(self, scope: Any, key: Any) -> ObjPath | None:
+        """The path of ``scope[key]``, a read in the globals of code made by ``exec``: None
+        (unchecked, as what generated code calls: ``tuple.__new__`` in a NamedTuple's
+        ``__new__``) for a builtin, a class, a module or a function found by import path;
+        through :meth:`_exec_globals` otherwise, refused where that finds no path."""
+        value = scope.get(key) if isinstance(scope, dict) else None
+        called = (types.ModuleType, type, types.BuiltinFunctionType, types.WrapperDescriptorType)
+        if isinstance(value, called):
+            return None
+        if (identity(value) or {}).get("ref") is not None:
+            return None
+        at = self._exec_globals(scope)
+        if at is None:
+            raise CaptureError(
+                f"{self.where}: the trace reads {key!r} from the globals of code made by exec(), which "
+                "no import path finds again on the user's machine.\n  define that function in a module "
+                "of your package, or hold it in a global of the entry's module"
+            )
+        return at.child("item", key)
 
     def _key(self, index: Any) -> Any:
         from torch._dynamo.source import Source
@@ -2445,6 +2614,8 @@ class _Translator:
             self._each(self._class_lookup, source, name, defined)
         for module, name in recorded.builtins:
             self.builder.add(ObjPath(("ref", f"{module}:")).child("dict"), Check("lacks", name))
+        for name, value in recorded.builtin_constants.items():
+            self._equals(ObjPath(("ref", "builtins:")).child("dict").child("item", name), value)
         for test, source, cls in recorded.class_tests:
             self._each(self._class_test, test, source, cls)
         for source in recorded.requires_grad:
@@ -2725,6 +2896,8 @@ class _Translator:
             return
         ident = identity(value) or self._ref_by_path(path, value)
         if ident is not None:
+            if "code" in ident:  # bound before any call: from the class where a method entry reads it
+                path = self._class_rooted(path) or path
             self.builder.add(path, Check("id", ident))
             return
         if isinstance(value, types.FunctionType):  # a lambda or a closure: known by its code

@@ -13,6 +13,7 @@ at a path while the build traces (weights), and the run-time evaluators (``bound
 from __future__ import annotations
 
 import sys
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -188,6 +189,8 @@ def decode_step(kind: Any, raw: Any) -> tuple[str, Any]:
 
 
 def _dict(obj: Any) -> Any:
+    if isinstance(obj, threading.local):  # its attributes live in a dict per thread, its __dict__
+        return obj.__dict__
     try:
         return object.__getattribute__(obj, "__dict__")
     except AttributeError as exc:

@@ -4,6 +4,7 @@ the build refuses. Each kind is changed after "import": the check must fail and 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import copyreg
@@ -283,6 +284,33 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     ("bound_method", lambda m: setattr(m.SCALE_BY.__self__, "k", 3.0), "SCALE_BY.__self__.k is float 3.0"),
     ("chain_map", lambda m: m.LAYERS.maps[0].__setitem__("k", 3.0), "LAYERS.maps[0]['k'] is float 3.0"),
     ("chain_map", lambda m: m.LAYERS.maps.insert(0, {"k": 5.0}), "LAYERS.maps has 3 entries"),
+    # len(ChainMap): set().union(*maps), which Dynamo computes on the maps as constants
+    (
+        "chain_map_len",
+        lambda m: m.LAYERS.maps[1].__setitem__("m", 3.0),
+        "guard_pkg.state.LAYERS.maps[1] has keys ['j', 'm'], compiled for ['j']",
+    ),
+    # `key in d` for a key the trace makes (WeakKeyDictionary.__contains__: ref(key) in data)
+    (
+        "registered_weakly",
+        lambda m: m.REGISTERED.__setitem__(m.WRAPPER, 1),
+        "guard_pkg.state.REGISTERED.data has keys [<weakref",
+    ),
+    (
+        "exec_generated",
+        lambda m: m._GENERATED.__setitem__("K", 3.0),
+        "guard_pkg.state._generated_scale.__globals__['K'] is float 3.0",
+    ),
+    (
+        "builtin_value",
+        lambda m: setattr(builtins, "GUARD_PKG_SCALE", 3.0),
+        "builtins.GUARD_PKG_SCALE is float 3.0, compiled for float 2.0",
+    ),
+    (
+        "thread_local",
+        lambda m: setattr(m.THREAD_STATE, "k", 3.0),
+        "guard_pkg.state.THREAD_STATE.k is now set on the instance",
+    ),
     ("slotted", lambda m: setattr(m.SLOTTED, "k", 3.0), "guard_pkg.state.SLOTTED.k is float 3.0"),
     ("inherited", lambda m: setattr(m.BaseConst, "K", 3.0), "type(guard_pkg.state.CHILD).K is float 3.0"),
     ("inherited", lambda m: setattr(m.CHILD, "K", 3.0), "guard_pkg.state.CHILD.K is now set on the instance"),
@@ -400,6 +428,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
         "descriptor",
         lambda m: setattr(m.Described, "__get__", lambda self, obj, owner=None: 3.0),
         "type(guard_pkg.state.HOLDER).k is float 3.0",
+    ),
+    # the instance shadows a non-data descriptor until its class gains a __set__
+    (
+        "shadowed_descriptor",
+        lambda m: setattr(m.NonDataDefault, "__set__", lambda self, obj, value: None),
+        "guard_pkg.state.SHADOWING.k is float 2.0, compiled for float 3.0",
     ),
     (
         "abc_instance",
@@ -677,6 +711,12 @@ CASES: list[tuple[str, Callable[[Any], Any], str]] = [
     # torch's autocast dtype for a device, read (set while autocast is off)
     (
         "autocast_dtype_read",
+        lambda m: _AutocastDtype("cpu", torch.float16),
+        "torch.get_autocast_dtype('cpu') is dtype torch.float16, compiled for dtype torch.bfloat16",
+    ),
+    # an autocast block without a dtype runs at the default autocast dtype of the moment
+    (
+        "autocast_block",
         lambda m: _AutocastDtype("cpu", torch.float16),
         "torch.get_autocast_dtype('cpu') is dtype torch.float16, compiled for dtype torch.bfloat16",
     ),
@@ -1108,6 +1148,19 @@ def test_method_entry_calls_a_cached_method(pkg: types.ModuleType, evaluator: An
     assert "self.factor.__wrapped__ was replaced" in check.explain(check())
 
 
+def test_method_entry_reads_the_code_of_a_method_of_its_instance(
+    pkg: types.ModuleType, evaluator: Any
+) -> None:
+    """diffusers' ``Attention.forward`` asks ``inspect.signature(self.processor.__call__)``:
+    Dynamo guards that method's code, which the check binds before any call, so from the
+    class (it was refused: the check, bound without an instance, failed on the build's own
+    state). Replacing the method is noticed."""
+    check = Checker(pkg.Attending.forward, evaluator, self_obj=pkg.ATTENDING)
+    assert check() == -1
+    pkg.Processor.__call__ = lambda self, x, scale=1.0, temb=None: x * 5
+    assert "type(self.processor).__call__ was replaced" in check.explain(check())
+
+
 def test_an_undone_change_passes_again(pkg: types.ModuleType, evaluator: Any) -> None:
     check = Checker(pkg.namespace, evaluator)
     assert check() == -1
@@ -1240,6 +1293,11 @@ REFUSED = [
         "define the class at module level",
     ),
     ("keyed_by_object", "an item keyed by <weakref", "key the mapping by a plain value"),
+    (
+        "optional_kernels",
+        "calls importlib.util.find_spec(...), which torch.compile's tracer answers while building",
+        "call it outside the entry and pass the result as an argument",
+    ),
     ("warns", "calls warnings.warn(...) on the path the build traced", "warn outside the entry"),
     (
         "class_subscript",

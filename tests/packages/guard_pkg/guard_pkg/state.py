@@ -2,17 +2,21 @@
 each after "import" and checks that the guard tree notices."""
 
 import abc
+import builtins
 import collections
 import collections.abc
 import copy
 import dataclasses
 import enum
 import functools
+import importlib.util
+import inspect
 import logging
 import math
 import os
 import re
 import sys
+import threading
 import types
 import typing
 import warnings
@@ -423,6 +427,40 @@ def chain_map(x: torch.Tensor) -> torch.Tensor:
     return x * LAYERS["k"]
 
 
+def chain_map_len(x: torch.Tensor) -> torch.Tensor:
+    return x * len(LAYERS)  # ChainMap.__len__: len(set().union(*self.maps))
+
+
+# -- a function made by exec() with globals of its own (no module's), read through the function
+_GENERATED: dict[str, typing.Any] = {"K": 2.0}
+exec("def scale(x):\n    return x * K", _GENERATED)
+_generated_scale = _GENERATED["scale"]
+
+
+def exec_generated(x: torch.Tensor) -> torch.Tensor:
+    return _generated_scale(x)
+
+
+# -- a value a package puts into the builtins module, read as a bare name
+builtins.GUARD_PKG_SCALE = 2.0  # type: ignore[attr-defined]
+
+
+def builtin_value(x: torch.Tensor) -> torch.Tensor:
+    return x * GUARD_PKG_SCALE  # type: ignore[name-defined] # noqa: F821
+
+
+# -- a threading.local subclass with a class default: its attributes live in a dict per thread
+class _ThreadState(threading.local):
+    k = 2.0
+
+
+THREAD_STATE = _ThreadState()
+
+
+def thread_local(x: torch.Tensor) -> torch.Tensor:
+    return x * THREAD_STATE.k
+
+
 class Slotted:
     __slots__ = ("k",)
 
@@ -576,6 +614,25 @@ HOLDER = Holder()
 
 def descriptor(x: torch.Tensor) -> torch.Tensor:
     return x * HOLDER.k
+
+
+# -- a non-data descriptor on the class that the instance's own value shadows (until the
+# descriptor's class gains a __set__: a data descriptor wins over the instance dict)
+class NonDataDefault:
+    def __get__(self, obj: object, owner: type | None = None) -> float:
+        return 2.0
+
+
+class Shadowing:
+    k = NonDataDefault()
+
+
+SHADOWING = Shadowing()
+SHADOWING.__dict__["k"] = 3.0
+
+
+def shadowed_descriptor(x: torch.Tensor) -> torch.Tensor:
+    return x * SHADOWING.k
 
 
 # -- a constants class whose metaclass answers missing names from a table
@@ -741,6 +798,42 @@ BY_MODULE = weakref.WeakKeyDictionary({WRAPPER: 2.0})
 
 def keyed_by_object(x: torch.Tensor) -> torch.Tensor:
     return x * BY_MODULE[WRAPPER]
+
+
+REGISTERED = weakref.WeakKeyDictionary()  # type: ignore[var-annotated]
+
+
+def registered_weakly(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if WRAPPER in REGISTERED else x  # WeakKeyDictionary.__contains__: ref(key) in data
+
+
+def optional_kernels(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 if importlib.util.find_spec("guard_pkg_no_such_kernels") is not None else x
+
+
+def autocast_block(x: torch.Tensor) -> torch.Tensor:
+    with torch.autocast("cpu"):  # at the default autocast dtype of the moment: checked
+        return (x @ x.T).float() + 1
+
+
+# -- diffusers' Attention.forward: which keywords its processor takes, read from its code
+class Processor:
+    def __call__(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return x * scale
+
+
+class Attending(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.processor = Processor()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        accepted = set(inspect.signature(self.processor.__call__).parameters)
+        kwargs = {k: v for k, v in {"scale": 2.0, "temb": None}.items() if k in accepted}
+        return self.processor(x, **kwargs)
+
+
+ATTENDING = Attending()
 
 
 # -- a helper's code replaced in place (a reload: IPython's autoreload sets f.__code__)
