@@ -3167,15 +3167,22 @@ class _Translator:
         compiled code, torch's arithmetic, cannot."""
         import numpy
 
-        ident = identity(numpy.geterr)
+        geterr = self._found_by_import(
+            numpy.geterr,
+            "runs numpy arithmetic, whose floating-point errors numpy's error state (np.seterr) "
+            "turns into exceptions or warnings; aot_build cannot find numpy.geterr to check that "
+            "state on each call.\n  compute the value with torch or Python floats, or at import "
+            "(a module constant)",
+        )
+        self._equals(geterr.child("call"), numpy.geterr())
+
+    def _found_by_import(self, obj: Any, refusal: str) -> ObjPath:
+        """The path that finds ``obj`` again by importing it (``module:qualname``); where none
+        does, the build refuses with ``refusal`` (what the function does, and the fix)."""
+        ident = identity(obj)
         if ident is None or "ref" not in ident:
-            raise CaptureError(
-                f"{self.where}: runs numpy arithmetic, whose floating-point errors numpy's error "
-                "state (np.seterr) turns into exceptions or warnings; aot_build cannot find "
-                "numpy.geterr to check that state on each call.\n  compute the value with torch "
-                "or Python floats, or at import (a module constant)"
-            )
-        self._equals(ObjPath(("ref", ident["ref"])).child("call"), numpy.geterr())
+            raise CaptureError(f"{self.where}: {refusal}")
+        return ObjPath(("ref", ident["ref"]))
 
     def _enum_call(self, source: Any, value: Any, member: Any) -> None:
         """``Cls(value)`` answered ``member`` while tracing, from the enum class's table of
@@ -3273,14 +3280,12 @@ class _Translator:
             )
         path = self.path(read.source) if read.source is not None else None
         if path is None:
-            ident = identity(read.fn)
-            if ident is None or "ref" not in ident:
-                raise CaptureError(
-                    f"{self.where}: calls {name}(), which torch.compile's tracer answers while "
-                    "building; aot_build cannot find that function again to check the answer on each "
-                    "call.\n  call it outside the entry and pass the result as an argument"
-                )
-            path = ObjPath(("ref", ident["ref"]))
+            path = self._found_by_import(
+                read.fn,
+                f"calls {name}(), which torch.compile's tracer answers while building; aot_build "
+                "cannot find that function again to check the answer on each call.\n  call it "
+                "outside the entry and pass the result as an argument",
+            )
         self._equals(path.child("call"), read.value)
 
     def _cached_call(self, call: _CachedCall) -> None:
