@@ -954,21 +954,6 @@ def _autocast_dtypes_answered(found: dict[str, torch.dtype]) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _library_calls_answered(
-    autocast_dtypes: dict[str, torch.dtype], dispatches: list[_Dispatch]
-) -> Iterator[None]:
-    """The recorders that answer a call of torch or the standard library in Dynamo's place (one
-    block: a ``with`` statement nests at most 20); entered after the others, so they see the
-    call first."""
-    with (
-        _autocast_dtypes_answered(autocast_dtypes),  # Dynamo's answer would be refused
-        _extremes_by_key_traced(),
-        _single_dispatches_answered(dispatches),
-    ):
-        yield
-
-
 @dataclass(frozen=True)
 class _CachedCall:
     """A call of a ``functools.lru_cache``-wrapped helper that Dynamo traced through (it
@@ -1236,18 +1221,6 @@ def _root_logger_calls_answered(found: list[_LoggerCall]) -> Iterator[None]:
         return ConstantVariable.create(None)
 
     with mock.patch.object(UserFunctionVariable, "call_function", call_function):
-        yield
-
-
-@contextlib.contextmanager
-def _logging_answered(calls: list[_LoggerCall], attributes: dict[tuple[Any, str], Any]) -> Iterator[None]:
-    """The recorders of logging: a logger's methods, the logging module's functions, a
-    logger's attributes (one block: a ``with`` statement nests at most 20)."""
-    with (
-        _logger_calls_answered(calls),
-        _root_logger_calls_answered(calls),
-        _logger_attributes_answered(attributes),
-    ):
         yield
 
 
@@ -2165,7 +2138,9 @@ class _Recorded:
                 _builtin_constants_recorded(self.builtin_constants),
                 _cached_calls_recorded(self.cached_calls),
                 _imports_recorded(self.imports),
-                _logging_answered(self.logger_calls, self.logger_attributes),
+                _logger_calls_answered(self.logger_calls),
+                _root_logger_calls_answered(self.logger_calls),
+                _logger_attributes_answered(self.logger_attributes),
                 _module_calls_recorded(self.module_classes),
                 _class_tests_recorded(self.class_tests),
                 _builtins_recorded(self.builtins),
@@ -2185,7 +2160,10 @@ class _Recorded:
                 _numpy_arithmetic_recorded(self.numpy_arithmetic),
                 _enum_calls_recorded(self.enum_calls),
                 _torch_functions_recorded(self.torch_functions),
-                _library_calls_answered(self.autocast_dtypes, self.dispatches),  # before Dynamo's handlers
+                # last, so they see the call before Dynamo's own handlers do
+                _autocast_dtypes_answered(self.autocast_dtypes),  # Dynamo's answer would be refused
+                _extremes_by_key_traced(),
+                _single_dispatches_answered(self.dispatches),
             ):
                 stack.enter_context(recorder)
             yield
