@@ -21,7 +21,6 @@ turns into a sentence naming the path and what changed.
 
 from __future__ import annotations
 
-import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -29,7 +28,17 @@ from typing import Any
 from .. import values
 from ..names import import_ref
 from .checks import KINDS, MISSING, Check, problem
-from .paths import ObjPath, PathError, check_root, dict_keys, resolve, root_module, root_object, step
+from .paths import (
+    ObjPath,
+    PathError,
+    check_root,
+    dict_keys,
+    namespace,
+    resolve,
+    root_module,
+    root_object,
+    step,
+)
 from .tree import StateTree
 
 #: Node opcodes (the C evaluator uses the same numbers).
@@ -369,11 +378,7 @@ def _read(op: int, key: Any, parent: Any) -> Any:
             return dict.__getitem__(parent, key)
         return parent[key]  # a class namespace (mappingproxy)
     if op == 11:
-        if isinstance(parent, type):
-            return vars(parent)
-        if isinstance(parent, threading.local):  # a dict per thread, which its __dict__ gives
-            return parent.__dict__
-        return object.__getattribute__(parent, "__dict__")
+        return namespace(parent)
     if op == OP_GLOBAL:
         return key[0][key[1]]
     if op == OP_REF:

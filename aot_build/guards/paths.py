@@ -188,7 +188,12 @@ def decode_step(kind: Any, raw: Any) -> tuple[str, Any]:
 # ---------------------------------------------------------------- following a path in Python
 
 
-def _dict(obj: Any) -> Any:
+def namespace(obj: Any) -> Any:
+    """What the ``dict`` step reads: a class's namespace (``vars(cls)``), a ``threading.local``'s
+    dict for this thread (its ``__dict__``), else the instance dict, read past any Python
+    ``__getattribute__``; PathError when the object has none."""
+    if isinstance(obj, type):
+        return vars(obj)
     if isinstance(obj, threading.local):  # its attributes live in a dict per thread, its __dict__
         return obj.__dict__
     try:
@@ -216,7 +221,7 @@ def root_object(root: tuple[str, ...], self_obj: Any = None, fn: Any = None) -> 
     if kind == "global":
         module = root_module(root[1])
         try:
-            return _dict(module)[root[2]]
+            return namespace(module)[root[2]]
         except KeyError as exc:
             raise PathError(f"{root[1]} has no global {root[2]!r}") from exc
     if kind == "ref":
@@ -241,7 +246,7 @@ def step(obj: Any, kind: str, key: Any) -> Any:
         if kind == "getattr":
             return getattr(obj, key)
         if kind == "dict":
-            return vars(obj) if isinstance(obj, type) else _dict(obj)
+            return namespace(obj)
         if kind == "item":
             if isinstance(obj, types.MappingProxyType):  # a class namespace
                 return obj[key]
@@ -292,7 +297,7 @@ def assign(path: ObjPath, value: Any, self_obj: Any = None, fn: Any = None) -> C
     if not path.steps:
         if path.root[0] != "global":
             raise PathError(f"cannot replace {path.label()} itself")
-        holder: Any = _dict(sys.modules[path.root[1]])
+        holder: Any = namespace(sys.modules[path.root[1]])
         key: Any = path.root[2]
         return _swap_item(holder, key, value)
     kind, key = path.steps[-1]
